@@ -1,0 +1,2 @@
+//! Criterion benchmarks of the iWARP engine
+#![forbid(unsafe_code)]
