@@ -60,6 +60,9 @@ pub enum VerbError {
     MwStillBound,
     /// No such LLP connection, or it is not ready.
     InvalidConnection,
+    /// A work queue or SRQ holds more WRs than the requested new size (Modify S-RQ,
+    /// Modify QP "Shrink failed").
+    QueueShrinkFailed,
 }
 
 impl fmt::Display for VerbError {
