@@ -110,6 +110,7 @@ impl MarkerLayout {
     }
 
     /// A marker starts at `pos`.
+    #[allow(clippy::manual_is_multiple_of)] // `is_multiple_of` is newer than our MSRV
     pub const fn is_marker_at(&self, pos: u64) -> bool {
         pos >= self.base && (pos - self.base) % MARKER_INTERVAL == 0
     }
@@ -166,7 +167,11 @@ impl MarkerLayout {
     /// ULPDU_Length field (4 when a marker precedes the header, else 0).
     pub fn spread_in_place(&self, start: u64, out: &mut [u8], content_len: usize) -> usize {
         let wire_len = out.len();
-        let header = if self.is_marker_at(start) { MARKER_LEN } else { 0 };
+        let header = if self.is_marker_at(start) {
+            MARKER_LEN
+        } else {
+            0
+        };
         let mut w = 0usize;
         let mut r = wire_len - content_len;
         while r < wire_len {
@@ -214,7 +219,9 @@ impl MarkerLayout {
                 continue;
             }
             let next = self.next_at_or_after(pos);
-            let n = ((next - pos) as usize).min(wire.len() - i).min(out.len() - o);
+            let n = ((next - pos) as usize)
+                .min(wire.len() - i)
+                .min(out.len() - o);
             out[o..o + n].copy_from_slice(&wire[i..i + n]);
             o += n;
             i += n;
@@ -285,7 +292,10 @@ mod tests {
         out[4..].copy_from_slice(&content);
         let h = l.spread_in_place(0, &mut out, content.len());
         assert_eq!(h, 4);
-        assert_eq!(out, [0, 0, 0, 0, 0x00, 0x02, b'a', b'b', 0xc1, 0xc2, 0xc3, 0xc4]);
+        assert_eq!(
+            out,
+            [0, 0, 0, 0, 0x00, 0x02, b'a', b'b', 0xc1, 0xc2, 0xc3, 0xc4]
+        );
     }
 
     #[test]
@@ -346,7 +356,9 @@ mod tests {
         let n = l.strip(510, &wire, &mut out, |_, _| {});
         assert_eq!(&out[..n], &[1, 2, 3, 4, 5, 6]);
         // Starting inside the marker (at 514): its last two octets are skipped.
-        let n = l.strip(514, &wire[4..], &mut out, |_, _| panic!("cut marker reported"));
+        let n = l.strip(514, &wire[4..], &mut out, |_, _| {
+            panic!("cut marker reported")
+        });
         assert_eq!(&out[..n], &[3, 4, 5, 6]);
     }
 }

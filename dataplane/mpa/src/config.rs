@@ -1,0 +1,136 @@
+//! MPA configuration: revision, CRC and marker policies, RFC 6581 options, bounds.
+
+use iwarp_types::Duration;
+use iwarp_wire::mpa::{RtrSet, PRIVATE_DATA_MAX, ULPDU_MAX_LEN};
+
+/// Whether we ask for CRC and what we accept (RFC 5044 section 7.1: CRC is used when
+/// either side sets C).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CrcPolicy {
+    /// Set C in our Request/Reply: CRC is used on the connection (default).
+    Request,
+    /// Leave C clear, but use CRC if the peer sets it.
+    Off,
+    /// Never use CRC: a peer that sets C is refused (siw's `mpa_crc_strict` without
+    /// `mpa_crc_required`). Not RFC behaviour; for interop tests.
+    Forbid,
+}
+
+/// Whether we ask for markers in the stream we receive (RFC 5044: M is per direction).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MarkerPolicy {
+    /// Do not ask for markers; insert them if the peer asks (default).
+    Off,
+    /// Ask for markers in the stream we receive; insert them if the peer asks.
+    Request,
+    /// Do not ask and refuse a peer that asks (what Linux siw does).
+    Refuse,
+}
+
+/// Configuration of one MPA connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MpaConfig {
+    /// MPA revision we speak: 1 (RFC 5044) or 2 (RFC 6581, default). A responder answers
+    /// `min(request revision, revision)`; a revision 2 initiator accepts revision 1 replies.
+    pub revision: u8,
+    /// CRC policy.
+    pub crc: CrcPolicy,
+    /// Marker policy.
+    pub markers: MarkerPolicy,
+    /// Initiator: ask for peer-to-peer mode (RFC 6581). A responder always agrees to
+    /// peer-to-peer when an offered RTR type is in `rtr`.
+    pub p2p: bool,
+    /// RTR types: the initiator offers these (never Send: we never send a zero-length
+    /// Send as RTR); the responder accepts an offered type from this set, preferring
+    /// Write, then Read, then Send. Default Write | Read.
+    pub rtr: RtrSet,
+    /// Initiator's IRD (14 bits) offered in the Request.
+    pub ird: u16,
+    /// Initiator's ORD (14 bits) offered in the Request.
+    pub ord: u16,
+    /// Largest private data we send or accept from the ULP (at most 512, including the
+    /// 4 octets of RFC 6581 data in revision 2).
+    pub private_data_max: usize,
+    /// How long to wait for the peer's Request (responder) or Reply (initiator).
+    pub handshake_timeout: Duration,
+    /// Capacity of the FPDU transmit ring (FPDUs queued but not yet acknowledged).
+    pub tx_queue_len: usize,
+    /// Largest ULPDU we send. Sizes the transmit scratch buffer (allocated once when FPDU
+    /// mode starts) used only when TCP asks for part of an FPDU (MSS shrank).
+    pub tx_ulpdu_max_bytes: usize,
+    /// Largest ULPDU we accept. Sizes the receive staging buffer (allocated once when FPDU
+    /// mode starts): FPDUs that straddle TCP segments or contain markers are gathered
+    /// there before their CRC is checked. Longer ULPDU_Length → Terminate. Default 65535
+    /// (any legal FPDU): about 64 KiB per connection; deployments that know the peers'
+    /// FPDUs fit one MSS can set e.g. 9216 to save memory.
+    pub rx_ulpdu_max_bytes: usize,
+    /// A responder sends no FPDU before it received one (RFC 5044 section 7.1.2).
+    pub responder_waits_for_first_fpdu: bool,
+}
+
+impl Default for MpaConfig {
+    fn default() -> MpaConfig {
+        MpaConfig {
+            revision: 2,
+            crc: CrcPolicy::Request,
+            markers: MarkerPolicy::Off,
+            p2p: false,
+            rtr: RtrSet::WRITE | RtrSet::READ,
+            ird: 16,
+            ord: 16,
+            private_data_max: PRIVATE_DATA_MAX,
+            handshake_timeout: Duration::from_secs(10),
+            tx_queue_len: 1024,
+            tx_ulpdu_max_bytes: 16 * 1024,
+            rx_ulpdu_max_bytes: ULPDU_MAX_LEN,
+            responder_waits_for_first_fpdu: true,
+        }
+    }
+}
+
+impl MpaConfig {
+    /// The revision clamped to 1..=2.
+    pub(crate) fn revision(&self) -> u8 {
+        self.revision.clamp(1, 2)
+    }
+
+    /// Private data bound clamped to 512.
+    pub(crate) fn private_data_max(&self) -> usize {
+        self.private_data_max.min(PRIVATE_DATA_MAX)
+    }
+
+    /// Transmit ULPDU bound clamped to the 16-bit length field.
+    pub(crate) fn tx_ulpdu_max(&self) -> usize {
+        self.tx_ulpdu_max_bytes.min(ULPDU_MAX_LEN)
+    }
+
+    /// Receive ULPDU bound clamped to the 16-bit length field.
+    pub(crate) fn rx_ulpdu_max(&self) -> usize {
+        self.rx_ulpdu_max_bytes.min(ULPDU_MAX_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_clamps() {
+        let c = MpaConfig::default();
+        assert_eq!(c.revision(), 2);
+        assert_eq!(c.crc, CrcPolicy::Request);
+        assert_eq!(c.markers, MarkerPolicy::Off);
+        assert_eq!(c.rtr, RtrSet::WRITE | RtrSet::READ);
+        assert_eq!(c.rx_ulpdu_max(), 65535);
+        let c = MpaConfig {
+            revision: 7,
+            private_data_max: 9999,
+            tx_ulpdu_max_bytes: 1 << 20,
+            ..MpaConfig::default()
+        };
+        assert_eq!(c.revision(), 2);
+        assert_eq!(c.private_data_max(), 512);
+        assert_eq!(c.tx_ulpdu_max(), 65535);
+        assert_eq!(MpaConfig { revision: 0, ..c }.revision(), 1);
+    }
+}

@@ -1,0 +1,321 @@
+//! The transmit side: our Request/Reply frame followed by the FPDU ring, seen by TCP as
+//! records (`TxSource` semantics of ENGINE.md seam 1).
+//!
+//! MPA keeps no copy of payload: an FPDU is a descriptor `D` plus its ULPDU length; its
+//! bytes are produced by [`UlpduSource::fill_ulpdu`] each time TCP asks (first
+//! transmission and retransmissions). When TCP asks for a whole FPDU, it is written
+//! straight into TCP's buffer (markers are opened up in place); when TCP asks for part
+//! of one (the MSS shrank and TCP split it), the FPDU is rendered in a scratch buffer
+//! allocated once when FPDU mode starts, and the part is copied.
+
+use std::collections::VecDeque;
+
+use iwarp_wire::marker::{MarkerLayout, MARKER_INTERVAL, MARKER_LEN};
+use iwarp_wire::mpa::{
+    crc32c, crc_to_wire, fpdu_len, Fpdu, CRC_LEN, FRAME_MAX_LEN, ULPDU_LENGTH_LEN,
+};
+
+/// Produces the bytes of a queued ULPDU (DDP/RDMAP header + payload), reading payload
+/// from registered memory. Implemented by the RDMA layer (ENGINE.md seam 2).
+pub trait UlpduSource<D> {
+    /// Writes the ULPDU of `desc`; `out.len()` is the `ulpdu_len` it was pushed with.
+    fn fill_ulpdu(&mut self, desc: &D, out: &mut [u8]);
+}
+
+/// Why `push_ulpdu` refused a ULPDU; the descriptor is handed back.
+#[derive(Debug, PartialEq, Eq)]
+pub enum PushError<D> {
+    /// The FPDU ring is full (capacity `MpaConfig::tx_queue_len`).
+    Full(D),
+    /// ULPDU longer than `MpaConfig::tx_ulpdu_max_bytes` (or 65535).
+    TooLong(D),
+    /// Not in FPDU mode.
+    NotEstablished(D),
+}
+
+impl<D> PushError<D> {
+    /// The descriptor that was not queued.
+    pub fn into_desc(self) -> D {
+        match self {
+            PushError::Full(d) | PushError::TooLong(d) | PushError::NotEstablished(d) => d,
+        }
+    }
+}
+
+/// One queued FPDU.
+#[derive(Debug)]
+struct Entry<D> {
+    desc: D,
+    /// Stream offset of its first octet (a leading marker included).
+    start: u64,
+    /// Octets on the wire, markers included.
+    wire_len: u32,
+    ulpdu_len: u16,
+}
+
+impl<D> Entry<D> {
+    fn end(&self) -> u64 {
+        self.start + self.wire_len as u64
+    }
+}
+
+/// Our transmit stream.
+pub(crate) struct TxQueue<D> {
+    frame: [u8; FRAME_MAX_LEN],
+    frame_len: usize,
+    ring: VecDeque<Entry<D>>,
+    cap: usize,
+    end: u64,
+    fpdu_mode: bool,
+    crc: bool,
+    markers: Option<MarkerLayout>,
+    ulpdu_max: usize,
+    scratch: Vec<u8>,
+    /// FPDUs are held back (responder before its first received FPDU).
+    gated: bool,
+}
+
+/// Largest wire length of an FPDU of `content` octets with markers.
+fn wire_bound(content: usize, markers: bool) -> usize {
+    if markers {
+        content + MARKER_LEN * (content / (MARKER_INTERVAL as usize - MARKER_LEN) + 2)
+    } else {
+        content
+    }
+}
+
+impl<D> TxQueue<D> {
+    pub(crate) fn new(cap: usize, ulpdu_max: usize) -> TxQueue<D> {
+        TxQueue {
+            frame: [0; FRAME_MAX_LEN],
+            frame_len: 0,
+            ring: VecDeque::with_capacity(cap),
+            cap,
+            end: 0,
+            fpdu_mode: false,
+            crc: false,
+            markers: None,
+            ulpdu_max,
+            scratch: Vec::new(),
+            gated: false,
+        }
+    }
+
+    /// Queues our Request/Reply frame: the first record of the stream.
+    pub(crate) fn set_frame(&mut self, frame: &[u8]) {
+        if self.frame_len != 0 || frame.len() > FRAME_MAX_LEN {
+            return;
+        }
+        self.frame[..frame.len()].copy_from_slice(frame);
+        self.frame_len = frame.len();
+        self.end = frame.len() as u64;
+    }
+
+    /// Starts FPDU mode right after the frame. Allocates the scratch buffer.
+    pub(crate) fn enter_fpdu_mode(&mut self, crc: bool, markers: bool, gated: bool) {
+        if self.fpdu_mode {
+            return;
+        }
+        self.fpdu_mode = true;
+        self.crc = crc;
+        self.gated = gated;
+        self.markers = markers.then(|| MarkerLayout::new(self.frame_len as u64));
+        self.scratch = vec![0; wire_bound(fpdu_len(self.ulpdu_max), markers)];
+    }
+
+    /// Lets held-back FPDUs go.
+    pub(crate) fn open_gate(&mut self) {
+        self.gated = false;
+    }
+
+    pub(crate) fn fpdu_mode(&self) -> bool {
+        self.fpdu_mode
+    }
+
+    pub(crate) fn room(&self) -> usize {
+        if self.fpdu_mode {
+            self.cap - self.ring.len()
+        } else {
+            0
+        }
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.ring.len()
+    }
+
+    /// MULPDU for `emss` (RFC 5044 section 6.1): one FPDU fits one segment even with the
+    /// most markers that can fall inside it.
+    pub(crate) fn max_ulpdu_len(&self, emss: usize) -> usize {
+        let overhead = if self.markers.is_some() {
+            ULPDU_LENGTH_LEN + CRC_LEN + MARKER_LEN * MarkerLayout::max_markers_in(emss) + emss % 4
+        } else {
+            ULPDU_LENGTH_LEN + CRC_LEN + emss % 4
+        };
+        emss.saturating_sub(overhead).min(self.ulpdu_max)
+    }
+
+    pub(crate) fn push(&mut self, desc: D, ulpdu_len: usize) -> Result<(), PushError<D>> {
+        if !self.fpdu_mode {
+            return Err(PushError::NotEstablished(desc));
+        }
+        if ulpdu_len > self.ulpdu_max {
+            return Err(PushError::TooLong(desc));
+        }
+        if self.ring.len() >= self.cap {
+            return Err(PushError::Full(desc));
+        }
+        let content = fpdu_len(ulpdu_len);
+        let wire = match &self.markers {
+            Some(l) => l.record_wire_len(self.end, content),
+            None => content,
+        };
+        self.ring.push_back(Entry {
+            desc,
+            start: self.end,
+            wire_len: wire as u32,
+            ulpdu_len: ulpdu_len as u16,
+        });
+        self.end += wire as u64;
+        Ok(())
+    }
+
+    /// Calls `f` for each FPDU whose last octet is below `acked_offset`, in order.
+    pub(crate) fn released(&mut self, acked_offset: u64, mut f: impl FnMut(D)) {
+        while self.ring.front().is_some_and(|e| e.end() <= acked_offset) {
+            if let Some(e) = self.ring.pop_front() {
+                f(e.desc);
+            }
+        }
+    }
+
+    /// Stream offset one past the last octet TCP may send.
+    pub(crate) fn end_offset(&self) -> u64 {
+        if self.gated {
+            self.frame_len as u64
+        } else {
+            self.end
+        }
+    }
+
+    /// Index of the FPDU holding `offset`.
+    fn find(&self, offset: u64) -> usize {
+        self.ring.partition_point(|e| e.end() <= offset)
+    }
+
+    /// See `TxSource::seg_len`.
+    pub(crate) fn seg_len(&self, offset: u64, max: usize) -> usize {
+        let limit = self.end_offset();
+        if offset >= limit || max == 0 {
+            return 0;
+        }
+        let frame_end = self.frame_len as u64;
+        let (first_end, mut idx) = if offset < frame_end {
+            (frame_end, 0)
+        } else {
+            let i = self.find(offset);
+            match self.ring.get(i) {
+                Some(e) => (e.end(), i + 1),
+                None => return 0,
+            }
+        };
+        let first = (first_end.min(limit) - offset) as usize;
+        if first >= max {
+            return max;
+        }
+        let mut n = first;
+        while let Some(e) = self.ring.get(idx) {
+            let w = e.wire_len as usize;
+            if e.end() > limit || n + w > max {
+                break;
+            }
+            n += w;
+            idx += 1;
+        }
+        n
+    }
+
+    /// See `TxSource::fill`: writes `buf.len()` octets from `offset`.
+    pub(crate) fn fill<S: crate::UlpduSource<D>>(
+        &mut self,
+        offset: u64,
+        buf: &mut [u8],
+        src: &mut S,
+    ) {
+        let end = offset + buf.len() as u64;
+        let mut pos = offset;
+        let frame_end = self.frame_len as u64;
+        if pos < frame_end {
+            let n = (frame_end.min(end) - pos) as usize;
+            buf[..n].copy_from_slice(&self.frame[pos as usize..pos as usize + n]);
+            pos += n as u64;
+        }
+        let mut idx = self.find(pos);
+        while pos < end {
+            let Some(e) = self.ring.get(idx) else {
+                // Beyond what was queued: a caller bug; answer zeros, never panic.
+                buf[(pos - offset) as usize..].fill(0);
+                return;
+            };
+            let (rs, re) = (e.start, e.end());
+            if pos < rs {
+                // Octets of FPDUs already released: a caller bug; zeros, never panic.
+                let z = end.min(rs);
+                buf[(pos - offset) as usize..(z - offset) as usize].fill(0);
+                pos = z;
+                continue;
+            }
+            let b = end.min(re);
+            let out = &mut buf[(pos - offset) as usize..(b - offset) as usize];
+            if pos == rs && b == re {
+                render(e, out, src, self.crc, self.markers.as_ref());
+            } else {
+                let wl = e.wire_len as usize;
+                let Some(scratch) = self.scratch.get_mut(..wl) else {
+                    out.fill(0);
+                    pos = b;
+                    idx += 1;
+                    continue;
+                };
+                render(e, scratch, src, self.crc, self.markers.as_ref());
+                let from = (pos - rs) as usize;
+                out.copy_from_slice(&scratch[from..from + out.len()]);
+            }
+            pos = b;
+            idx += 1;
+        }
+    }
+}
+
+/// Writes the wire image of FPDU `e` into `out` (exactly its wire length).
+fn render<D, S: crate::UlpduSource<D>>(
+    e: &Entry<D>,
+    out: &mut [u8],
+    src: &mut S,
+    crc: bool,
+    markers: Option<&MarkerLayout>,
+) {
+    let ulen = e.ulpdu_len as usize;
+    let content = fpdu_len(ulen);
+    let wl = out.len();
+    let off = wl - content;
+    {
+        let c = &mut out[off..];
+        c[..ULPDU_LENGTH_LEN].copy_from_slice(&e.ulpdu_len.to_be_bytes());
+        src.fill_ulpdu(&e.desc, &mut c[ULPDU_LENGTH_LEN..ULPDU_LENGTH_LEN + ulen]);
+    }
+    match markers {
+        None => Fpdu::new_unchecked(out).finish(crc),
+        Some(l) => {
+            // Pad and CRC placeholder are zero before spreading.
+            out[off + ULPDU_LENGTH_LEN + ulen..].fill(0);
+            let h = l.spread_in_place(e.start, out, content);
+            let v = if crc {
+                crc32c(&out[h..wl - CRC_LEN])
+            } else {
+                0
+            };
+            out[wl - CRC_LEN..].copy_from_slice(&crc_to_wire(v));
+        }
+    }
+}
