@@ -1,0 +1,253 @@
+//! The send queue: WQEs in post order, their progress, and in-order retirement into the
+//! send CQ (verbs 8.1.3.1, 8.2.2 rules 1-2, 8.2.4).
+
+use std::collections::VecDeque;
+
+use iwarp_types::{Cqe, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, MAX_SGE};
+
+use crate::ctx::{Ctx, Loc};
+use crate::qp::Qp;
+
+/// Where one SQ WQE is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SqPhase {
+    /// Posted, not started.
+    Posted,
+    /// Send or Write being segmented (`sent` bytes handed out so far).
+    Segmenting,
+    /// Every segment handed out; waiting for the last one to be acknowledged.
+    AwaitAck,
+    /// Read Request handed out; waiting for the last Read Response segment.
+    AwaitResponse,
+    /// Finished with `status`; waiting for older WQEs before its completion is reported.
+    Done(WcStatus),
+}
+
+/// One send-queue WQE.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct SqEntry {
+    /// The consumer's WR.
+    pub wr: SendWr,
+    /// Post sequence number (monotonic per QP).
+    pub seq: u64,
+    /// Progress.
+    pub phase: SqPhase,
+    /// Bytes handed out as DDP payload so far.
+    pub sent: u32,
+    /// Message length (sum of the SGL).
+    pub len: u32,
+    /// MSN of an untagged message (Sends, Read Request).
+    pub msn: u32,
+    /// The SGL resolved to caller memory when the WQE started (Send / Write sources).
+    pub locs: [Loc; MAX_SGE],
+    /// A completion was already reported (error completions are reported at once).
+    pub reported: bool,
+}
+
+impl SqEntry {
+    pub(crate) fn new(wr: SendWr, seq: u64) -> SqEntry {
+        SqEntry {
+            wr,
+            seq,
+            phase: SqPhase::Posted,
+            sent: 0,
+            len: 0,
+            msn: 0,
+            locs: [Loc::EMPTY; MAX_SGE],
+            reported: false,
+        }
+    }
+
+    /// The completion opcode of this WR.
+    pub(crate) fn wc_opcode(&self) -> WcOpcode {
+        wc_opcode(&self.wr.op)
+    }
+
+    /// Signaled WR.
+    pub(crate) fn signaled(&self) -> bool {
+        self.wr.flags.contains(SendFlags::SIGNALED)
+    }
+}
+
+/// The completion opcode of a send operation.
+pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send => WcOpcode::Send,
+        SendOp::SendSe => WcOpcode::SendSe,
+        SendOp::SendInv { .. } => WcOpcode::SendInv,
+        SendOp::SendSeInv { .. } => WcOpcode::SendSeInv,
+        SendOp::Write { .. } => WcOpcode::Write,
+        SendOp::Read {
+            invalidate_local: false,
+            ..
+        } => WcOpcode::Read,
+        SendOp::Read {
+            invalidate_local: true,
+            ..
+        } => WcOpcode::ReadInv,
+        SendOp::Bind { .. } => WcOpcode::Bind,
+        SendOp::FastReg { .. } => WcOpcode::FastReg,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
+    }
+}
+
+/// The bounded send queue.
+pub(crate) struct SendQueue {
+    /// Outstanding WQEs, oldest first.
+    pub q: VecDeque<SqEntry>,
+    /// Allocated depth.
+    pub depth: usize,
+    /// Sequence number the next posted WR gets.
+    pub next_seq: u64,
+    /// Sequence number of the next WQE to start.
+    pub cursor: u64,
+}
+
+impl SendQueue {
+    pub(crate) fn new(depth: usize) -> SendQueue {
+        SendQueue {
+            q: VecDeque::with_capacity(depth),
+            depth,
+            next_seq: 0,
+            cursor: 0,
+        }
+    }
+
+    /// Sequence number of the oldest WQE (`next_seq` when empty).
+    pub(crate) fn front_seq(&self) -> u64 {
+        self.q.front().map_or(self.next_seq, |e| e.seq)
+    }
+
+    /// The WQE with sequence number `seq`.
+    pub(crate) fn get(&self, seq: u64) -> Option<&SqEntry> {
+        let i = usize::try_from(seq.checked_sub(self.front_seq())?).ok()?;
+        self.q.get(i).filter(|e| e.seq == seq)
+    }
+
+    /// The WQE with sequence number `seq`, mutably.
+    pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut SqEntry> {
+        let i = usize::try_from(seq.checked_sub(self.front_seq())?).ok()?;
+        self.q.get_mut(i).filter(|e| e.seq == seq)
+    }
+
+    /// Appends a WR (the caller checked the depth).
+    pub(crate) fn push(&mut self, wr: SendWr) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        self.q.push_back(SqEntry::new(wr, seq));
+    }
+
+    /// True if no WQE is outstanding.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+}
+
+impl Qp {
+    /// Marks WQE `seq` finished with `status`. An error completion is reported at once
+    /// (verbs 6.2.4: it need not be at the head); successes wait for older WQEs.
+    pub(crate) fn sq_finish(&mut self, ctx: &mut Ctx<'_>, seq: u64, status: WcStatus) {
+        let qp = self.id;
+        let cq = self.attr.send_cq;
+        let Some(e) = self.sq.get_mut(seq) else {
+            return;
+        };
+        e.phase = SqPhase::Done(status);
+        if status != WcStatus::Success && !e.reported {
+            e.reported = true;
+            let cqe = sq_cqe(e, status, qp);
+            ctx.complete(cq, cqe);
+        }
+        self.sq_retire(ctx);
+    }
+
+    /// Pops finished WQEs from the head, reporting signaled successes (verbs 8.2.4: no
+    /// completion for a successful unsignaled WR).
+    pub(crate) fn sq_retire(&mut self, ctx: &mut Ctx<'_>) {
+        while let Some(e) = self.sq.q.front() {
+            let SqPhase::Done(status) = e.phase else {
+                break;
+            };
+            if !e.reported && (status != WcStatus::Success || e.signaled()) {
+                let cqe = sq_cqe(e, status, self.id);
+                ctx.complete(self.attr.send_cq, cqe);
+            }
+            self.sq.q.pop_front();
+        }
+        if self.sq.cursor < self.sq.front_seq() {
+            self.sq.cursor = self.sq.front_seq();
+        }
+    }
+
+    /// Completes every outstanding SQ WQE with `Flushed` (or `RemoteTermination` for the
+    /// one a received Terminate relates to), signaled or not, and empties the queue.
+    pub(crate) fn sq_flush(&mut self, ctx: &mut Ctx<'_>) {
+        let related = self.term_related_seq.take();
+        while let Some(e) = self.sq.q.pop_front() {
+            if e.reported {
+                continue;
+            }
+            let status = match e.phase {
+                SqPhase::Done(WcStatus::Success) if !e.signaled() => continue,
+                SqPhase::Done(s) => s,
+                _ if related == Some(e.seq) => WcStatus::RemoteTermination,
+                _ => WcStatus::Flushed,
+            };
+            ctx.complete(self.attr.send_cq, sq_cqe(&e, status, self.id));
+        }
+        self.sq.cursor = self.sq.next_seq;
+        self.orq.clear();
+    }
+}
+
+/// The work completion of an SQ WQE.
+pub(crate) fn sq_cqe(e: &SqEntry, status: WcStatus, qp: iwarp_types::QpId) -> Cqe {
+    Cqe {
+        wr_id: e.wr.wr_id,
+        status,
+        opcode: e.wc_opcode(),
+        byte_len: 0,
+        qp,
+        invalidated: None,
+        solicited: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use iwarp_types::SgList;
+
+    fn wr(id: u64) -> SendWr {
+        SendWr {
+            wr_id: id,
+            op: SendOp::Send,
+            sgl: SgList::new(),
+            flags: SendFlags::SIGNALED,
+        }
+    }
+
+    #[test]
+    fn lookup_by_sequence_number() {
+        let mut q = SendQueue::new(4);
+        assert_eq!(q.front_seq(), 0);
+        q.push(wr(10));
+        q.push(wr(11));
+        q.push(wr(12));
+        assert_eq!(q.get(1).map(|e| e.wr.wr_id), Some(11));
+        q.q.pop_front();
+        assert_eq!(q.front_seq(), 1);
+        assert!(q.get(0).is_none());
+        assert_eq!(q.get(2).map(|e| e.wr.wr_id), Some(12));
+        assert!(q.get(3).is_none());
+        assert!(q.get(u64::MAX).is_none());
+        assert_eq!(
+            wc_opcode(&SendOp::Read {
+                remote_to: 0,
+                rkey: iwarp_types::Stag(0),
+                invalidate_local: true
+            }),
+            WcOpcode::ReadInv
+        );
+    }
+}

@@ -1,0 +1,455 @@
+//! Outbound DDP segments: choosing the next one (Terminate, then the message in progress,
+//! then Read Responses, then the SQ in post order with fences and ORD), regenerating its
+//! bytes from registered memory (`fill`), and acknowledgements.
+
+use iwarp_types::{QpState, SendFlags, SendOp, Stag, TermCode, WcStatus};
+use iwarp_wire::ddp;
+use iwarp_wire::rdmap::Opcode;
+
+use iwarp_wire::rdmap::READ_REQUEST_LEN;
+
+use super::fill::send_opcode;
+
+use crate::ctx::{Ctx, Loc};
+use crate::qp::sq::SqPhase;
+use crate::qp::{IrqEntry, OrqEntry, Qp, RtrKind, TermCause, QN_READ, QN_SEND};
+
+/// Smallest `max_ulpdu_len` the QP segments for: the longest header-only ULPDU (a
+/// Terminate with both headers) must fit.
+pub const MIN_ULPDU_LEN: usize = crate::qp::term::TERM_MAX_LEN;
+
+/// A queued outbound DDP segment: a small descriptor from which [`crate::Rnic::fill_ulpdu`]
+/// regenerates the same bytes any number of times (retransmission re-reads memory).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxUlpdu {
+    pub(super) what: TxWhat,
+    /// An RDMA Write segment of an SQ WQE (tagged header).
+    pub(super) tagged: bool,
+    pub(super) msn: u32,
+    pub(super) offset: u32,
+    pub(super) len: u32,
+    pub(super) last: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum TxWhat {
+    /// A segment of SQ WQE `seq` (Send types, RDMA Write).
+    Sq { seq: u64 },
+    /// An RDMA Read Request (self-contained: its WR may complete before TCP acks it).
+    ReadReq {
+        sink_stag: Stag,
+        sink_to: u64,
+        size: u32,
+        src_stag: Stag,
+        src_to: u64,
+    },
+    /// A Read Response segment; `to` is the sink TO of the message start.
+    ReadResp { stag: Stag, to: u64, loc: Loc },
+    /// The Terminate message.
+    Terminate,
+    /// A zero-length RDMA Write RTR.
+    RtrWrite,
+    /// A zero-length Send RTR.
+    RtrSend,
+}
+
+impl TxUlpdu {
+    /// ULPDU length in bytes (DDP header, RDMAP header and payload).
+    pub(crate) fn ulpdu_len(&self, qp_term_len: usize) -> usize {
+        match self.what {
+            TxWhat::Sq { .. } if self.tagged => ddp::TAGGED_HEADER_LEN + self.len as usize,
+            TxWhat::Sq { .. } | TxWhat::RtrSend => ddp::UNTAGGED_HEADER_LEN + self.len as usize,
+            TxWhat::ReadReq { .. } => ddp::UNTAGGED_HEADER_LEN + READ_REQUEST_LEN,
+            TxWhat::ReadResp { .. } | TxWhat::RtrWrite => {
+                ddp::TAGGED_HEADER_LEN + self.len as usize
+            }
+            TxWhat::Terminate => qp_term_len,
+        }
+    }
+
+    /// True for the Terminate message.
+    pub fn is_terminate(&self) -> bool {
+        matches!(self.what, TxWhat::Terminate)
+    }
+
+    /// True for the last segment of its message.
+    pub fn is_last(&self) -> bool {
+        self.last
+    }
+
+    /// Payload bytes carried.
+    pub fn payload_len(&self) -> u32 {
+        self.len
+    }
+}
+
+/// What starting the WQE at the SQ cursor gave.
+enum Step {
+    /// Something changed (a WQE started or finished): look again.
+    Again,
+    /// The SQ is empty or stalled (fence, ORD).
+    Stall,
+    /// A single-segment message to send now.
+    Emit(TxUlpdu),
+}
+
+/// The outbound message being segmented.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum TxCur {
+    /// SQ WQE `seq`.
+    Sq(u64),
+    /// The IRQ head.
+    Irq,
+}
+
+impl Qp {
+    pub(super) fn tx_len(&self, d: &TxUlpdu) -> usize {
+        d.ulpdu_len(self.term_tx.as_ref().map_or(0, |t| t.len()))
+    }
+
+    /// The next DDP segment to send, if any, and its ULPDU length.
+    pub(crate) fn next_ulpdu(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        max_ulpdu_len: usize,
+    ) -> Option<(TxUlpdu, usize)> {
+        if self.conn.is_none() || max_ulpdu_len < MIN_ULPDU_LEN {
+            return None;
+        }
+        // Bounded: each turn either returns or retires one SQ WQE.
+        for _ in 0..=self.sq.depth + 1 {
+            if let Some(t) = &self.term_tx {
+                if self.term_sent {
+                    return None;
+                }
+                let len = t.len();
+                self.term_sent = true;
+                self.counters.terms_sent += 1;
+                self.counters.segs_out += 1;
+                if self.llp_request.is_none() {
+                    self.llp_request = Some(crate::qp::LlpRequest::Close);
+                }
+                let d = TxUlpdu {
+                    what: TxWhat::Terminate,
+                    tagged: false,
+                    msn: 0,
+                    offset: 0,
+                    len: 0,
+                    last: true,
+                };
+                return Some((d, len));
+            }
+            if self.state != QpState::Rts || self.hold_tx {
+                return None;
+            }
+            if let Some(kind) = self.rtr_tx {
+                return self.next_rtr(kind);
+            }
+            match self.tx_cur {
+                Some(TxCur::Sq(seq)) => return self.next_sq_segment(seq, max_ulpdu_len),
+                Some(TxCur::Irq) => return self.next_resp_segment(max_ulpdu_len),
+                None => {}
+            }
+            if !self.irq.is_empty() {
+                self.tx_cur = Some(TxCur::Irq);
+                continue;
+            }
+            match self.start_next_wqe(ctx) {
+                Step::Again => {}
+                Step::Stall => return None,
+                Step::Emit(d) => return Some((d, self.tx_len(&d))),
+            }
+        }
+        None
+    }
+
+    fn next_rtr(&mut self, kind: RtrKind) -> Option<(TxUlpdu, usize)> {
+        let what = match kind {
+            RtrKind::Write => TxWhat::RtrWrite,
+            RtrKind::Send => TxWhat::RtrSend,
+            RtrKind::Read => {
+                if self.orq.len() >= self.orq_cap {
+                    return None;
+                }
+                self.orq.push_back(OrqEntry {
+                    seq: None,
+                    stag: Stag(0),
+                    next_to: 0,
+                    size: 0,
+                    placed: 0,
+                });
+                TxWhat::ReadReq {
+                    sink_stag: Stag(0),
+                    sink_to: 0,
+                    size: 0,
+                    src_stag: Stag(1),
+                    src_to: 0,
+                }
+            }
+        };
+        let msn = match kind {
+            RtrKind::Write => 0,
+            RtrKind::Send => self.take_msn(QN_SEND),
+            RtrKind::Read => self.take_msn(QN_READ),
+        };
+        self.rtr_tx = None;
+        let d = TxUlpdu {
+            what,
+            tagged: false,
+            msn,
+            offset: 0,
+            len: 0,
+            last: true,
+        };
+        let opcode = match kind {
+            RtrKind::Write => Opcode::Write,
+            RtrKind::Send => Opcode::Send,
+            RtrKind::Read => Opcode::ReadRequest,
+        };
+        self.count_out(opcode as u8, 0, true);
+        Some((d, self.tx_len(&d)))
+    }
+
+    fn take_msn(&mut self, qn: usize) -> u32 {
+        let msn = self.tx_msn[qn];
+        self.tx_msn[qn] = msn.wrapping_add(1);
+        msn
+    }
+
+    fn count_out(&mut self, opcode: u8, bytes: u32, last: bool) {
+        let i = (opcode & 7) as usize;
+        self.counters.segs_out += 1;
+        self.counters.bytes_out[i] += u64::from(bytes);
+        if last {
+            self.counters.msgs_out[i] += 1;
+        }
+    }
+
+    /// Starts the WQE at the SQ cursor. Local operations run to completion here (they put
+    /// nothing on the wire).
+    fn start_next_wqe(&mut self, ctx: &mut Ctx<'_>) -> Step {
+        let seq = self.sq.cursor;
+        let Some(e) = self.sq.get(seq).copied() else {
+            return Step::Stall;
+        };
+        let flags = e.wr.flags;
+        let reads_outstanding = self.orq.iter().any(|o| o.seq.is_some());
+        if flags.contains(SendFlags::READ_FENCE) && reads_outstanding {
+            return Step::Stall;
+        }
+        if matches!(e.wr.op, SendOp::LocalInv { .. })
+            && flags.contains(SendFlags::LOCAL_FENCE)
+            && self.sq.front_seq() != seq
+        {
+            return Step::Stall;
+        }
+        let (pd, qp) = (self.attr.pd, self.id);
+        match e.wr.op {
+            SendOp::Send | SendOp::SendSe | SendOp::SendInv { .. } | SendOp::SendSeInv { .. } => {
+                self.start_data_wqe(ctx, seq, true)
+            }
+            SendOp::Write { .. } => self.start_data_wqe(ctx, seq, false),
+            SendOp::Read {
+                remote_to, rkey, ..
+            } => {
+                if self.ord == 0 {
+                    self.sq.cursor = seq + 1;
+                    self.local_wqe_error(ctx, seq, WcStatus::ZeroOrd);
+                    return Step::Again;
+                }
+                if self.orq.len() >= (self.ord as usize).min(self.orq_cap) {
+                    return Step::Stall;
+                }
+                let sink = e.wr.sgl.as_slice().first().copied().unwrap_or_default();
+                if sink.lkey == Stag::ZERO && sink.length > 0 && !self.attr.privileged {
+                    self.sq.cursor = seq + 1;
+                    self.local_wqe_error(ctx, seq, WcStatus::InvalidStag);
+                    return Step::Again;
+                }
+                let msn = self.take_msn(QN_READ);
+                self.orq.push_back(OrqEntry {
+                    seq: Some(seq),
+                    stag: sink.lkey,
+                    next_to: sink.addr,
+                    size: sink.length,
+                    placed: 0,
+                });
+                if let Some(w) = self.sq.get_mut(seq) {
+                    w.phase = SqPhase::AwaitResponse;
+                    w.msn = msn;
+                    w.len = sink.length;
+                }
+                self.sq.cursor = seq + 1;
+                self.count_out(Opcode::ReadRequest as u8, 0, true);
+                Step::Emit(TxUlpdu {
+                    tagged: false,
+                    what: TxWhat::ReadReq {
+                        sink_stag: sink.lkey,
+                        sink_to: sink.addr,
+                        size: sink.length,
+                        src_stag: rkey,
+                        src_to: remote_to,
+                    },
+                    msn,
+                    offset: 0,
+                    len: 0,
+                    last: true,
+                })
+            }
+            SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {
+                self.sq.cursor = seq + 1;
+                let (bind, privileged) = (self.attr.bind_enabled, self.attr.privileged);
+                let status = match ctx.local_op(&e.wr.op, qp, pd, bind, privileged) {
+                    Ok(()) => WcStatus::Success,
+                    Err(s) => s,
+                };
+                if status == WcStatus::Success {
+                    self.sq_finish(ctx, seq, status);
+                } else {
+                    self.local_wqe_error(ctx, seq, status);
+                }
+                Step::Again
+            }
+        }
+    }
+
+    /// A local WR failed: error completion, then Terminate with Local Catastrophic
+    /// (verbs 8.3.2 figure 23; RFC 5040 7.1 case 1: headers zero).
+    pub(crate) fn local_wqe_error(&mut self, ctx: &mut Ctx<'_>, seq: u64, status: WcStatus) {
+        self.sq_finish(ctx, seq, status);
+        self.enter_terminate(
+            ctx,
+            TermCode::RDMAP_LOCAL_CATASTROPHIC,
+            None,
+            TermCause::Completion,
+        );
+    }
+
+    /// Validates the source SGL of a Send or Write and makes it the message in progress.
+    fn start_data_wqe(&mut self, ctx: &mut Ctx<'_>, seq: u64, untagged: bool) -> Step {
+        self.sq.cursor = seq + 1;
+        let Some(e) = self.sq.get(seq).copied() else {
+            return Step::Again;
+        };
+        let total = e.wr.sgl.total_len();
+        let Ok(len) = u32::try_from(total) else {
+            self.local_wqe_error(ctx, seq, WcStatus::InvalidLength);
+            return Step::Again;
+        };
+        let mut locs = e.locs;
+        for (i, sge) in e.wr.sgl.as_slice().iter().enumerate() {
+            if sge.length == 0 {
+                continue;
+            }
+            match ctx.resolve_local(sge, iwarp_types::Access::LOCAL_READ, self.attr.pd) {
+                Ok(loc) => locs[i] = loc,
+                Err(s) => {
+                    self.local_wqe_error(ctx, seq, s);
+                    return Step::Again;
+                }
+            }
+        }
+        let msn = if untagged { self.take_msn(QN_SEND) } else { 0 };
+        if let Some(w) = self.sq.get_mut(seq) {
+            w.locs = locs;
+            w.len = len;
+            w.msn = msn;
+            w.sent = 0;
+            w.phase = SqPhase::Segmenting;
+        }
+        self.tx_cur = Some(TxCur::Sq(seq));
+        Step::Again
+    }
+
+    fn next_sq_segment(&mut self, seq: u64, max: usize) -> Option<(TxUlpdu, usize)> {
+        let Some(e) = self.sq.get(seq).copied() else {
+            self.tx_cur = None;
+            return None;
+        };
+        let (hdr, opcode) = match e.wr.op {
+            SendOp::Write { .. } => (ddp::TAGGED_HEADER_LEN, Opcode::Write),
+            other => (ddp::UNTAGGED_HEADER_LEN, send_opcode(&other)),
+        };
+        let room = (max - hdr) as u32;
+        let left = e.len - e.sent;
+        let n = left.min(room);
+        let last = n == left;
+        let tagged = hdr == ddp::TAGGED_HEADER_LEN;
+        let d = TxUlpdu {
+            what: TxWhat::Sq { seq },
+            tagged,
+            msn: e.msn,
+            offset: e.sent,
+            len: n,
+            last,
+        };
+        if let Some(w) = self.sq.get_mut(seq) {
+            w.sent += n;
+            if last {
+                w.phase = SqPhase::AwaitAck;
+            }
+        }
+        if last {
+            self.tx_cur = None;
+        }
+        self.count_out(opcode as u8, n, last);
+        Some((d, hdr + n as usize))
+    }
+
+    fn next_resp_segment(&mut self, max: usize) -> Option<(TxUlpdu, usize)> {
+        let Some(e) = self.irq.front().copied() else {
+            self.tx_cur = None;
+            return None;
+        };
+        let room = (max - ddp::TAGGED_HEADER_LEN) as u32;
+        let left = e.size - e.sent;
+        let n = left.min(room);
+        let last = n == left;
+        let d = TxUlpdu {
+            what: TxWhat::ReadResp {
+                stag: e.sink_stag,
+                to: e.sink_to,
+                loc: e.loc,
+            },
+            tagged: true,
+            msn: 0,
+            offset: e.sent,
+            len: n,
+            last,
+        };
+        if last {
+            self.irq.pop_front();
+            self.tx_cur = None;
+        } else if let Some(f) = self.irq.front_mut() {
+            f.sent += n;
+        }
+        self.count_out(Opcode::ReadResponse as u8, n, last);
+        Some((d, ddp::TAGGED_HEADER_LEN + n as usize))
+    }
+
+    /// TCP acknowledged the whole FPDU of `d` (called in order).
+    pub(crate) fn ulpdu_acked(&mut self, ctx: &mut Ctx<'_>, d: &TxUlpdu) {
+        match d.what {
+            TxWhat::Sq { seq }
+                if d.last
+                    && matches!(self.state, QpState::Rts | QpState::Closing)
+                    && self
+                        .sq
+                        .get(seq)
+                        .is_some_and(|e| e.phase == SqPhase::AwaitAck) =>
+            {
+                self.sq_finish(ctx, seq, WcStatus::Success);
+            }
+            TxWhat::Terminate => self.term_acked = true,
+            _ => {}
+        }
+        self.check_drained(ctx);
+    }
+}
+
+impl Qp {
+    /// Queues the answer to an inbound Read Request (used by `rx_read`).
+    pub(crate) fn irq_push(&mut self, e: IrqEntry) {
+        self.irq.push_back(e);
+    }
+}

@@ -1,0 +1,322 @@
+//! The [`Rnic`]: every verbs object of one engine (PDs, CQs, SRQs, MRs/MWs, QPs) and the
+//! resource-level verbs (verbs 9.2.1-9.2.4, 9.2.6, 9.3.2). QP verbs and the engine-facing
+//! QP calls are in `rnic_qp.rs`.
+
+use iwarp_types::{AsyncEvent, CqId, Cqe, PdId, QpId, RecvWr, SrqId, Stag, VerbError, MAX_SGE};
+
+use crate::cq::{CqTable, NotifyMode};
+use crate::ctx::{BoundedQueue, Ctx};
+use crate::mem::{MemConfig, MemTable, MrAttr, MrInfo, MwBind, MwInfo, MwType, SharedMrAttr};
+use crate::pd::PdTable;
+use crate::qp::Qp;
+use crate::slab::Slab;
+use crate::srq::{SrqAttr, SrqConfig, SrqModify, SrqTable};
+
+/// Every bound of an [`Rnic`] (verbs Query RNIC attributes); all tables and queues are
+/// allocated from these at construction or at create time, never on the data path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RnicLimits {
+    /// Maximum number of QPs.
+    pub max_qps: u32,
+    /// Maximum outstanding WRs of one SQ.
+    pub max_sq_wr: u32,
+    /// Maximum outstanding WRs of one RQ.
+    pub max_rq_wr: u32,
+    /// Maximum SGEs per WR (at most [`MAX_SGE`]).
+    pub max_sge: u32,
+    /// Maximum ORD of one QP.
+    pub max_ord: u32,
+    /// Maximum IRD of one QP.
+    pub max_ird: u32,
+    /// Maximum number of PDs.
+    pub max_pds: u32,
+    /// Maximum number of CQs.
+    pub max_cqs: u32,
+    /// Maximum entries of one CQ.
+    pub max_cqe: u32,
+    /// Maximum number of SRQs.
+    pub max_srqs: u32,
+    /// Maximum outstanding WRs of one SRQ.
+    pub max_srq_wr: u32,
+    /// Maximum number of STags (regions plus windows).
+    pub max_stags: u32,
+    /// Capacity of the asynchronous event queue (overflow is counted).
+    pub max_async_events: u32,
+    /// Capacity of the CQ notification queue (overflow is counted).
+    pub max_cq_events: u32,
+}
+
+impl Default for RnicLimits {
+    fn default() -> RnicLimits {
+        RnicLimits {
+            max_qps: 1024,
+            max_sq_wr: 1024,
+            max_rq_wr: 1024,
+            max_sge: MAX_SGE as u32,
+            max_ord: 16,
+            max_ird: 16,
+            max_pds: 1024,
+            max_cqs: 2048,
+            max_cqe: 65536,
+            max_srqs: 256,
+            max_srq_wr: 16384,
+            max_stags: 65536,
+            max_async_events: 1024,
+            max_cq_events: 4096,
+        }
+    }
+}
+
+/// Construction parameters of an [`Rnic`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RnicConfig {
+    /// Bounds.
+    pub limits: RnicLimits,
+    /// Secret seed of the STag index permutation.
+    pub seed: u64,
+}
+
+/// The verbs objects of one engine.
+pub struct Rnic {
+    pub(crate) limits: RnicLimits,
+    pub(crate) pds: PdTable,
+    pub(crate) cqs: CqTable,
+    pub(crate) srqs: SrqTable,
+    pub(crate) mem: MemTable,
+    pub(crate) qps: Slab<Qp>,
+    pub(crate) events: BoundedQueue<AsyncEvent>,
+    pub(crate) cq_events: BoundedQueue<CqId>,
+}
+
+impl Rnic {
+    /// Open RNIC: every table allocated from `cfg.limits`.
+    pub fn new(cfg: RnicConfig) -> Rnic {
+        let mut limits = cfg.limits;
+        limits.max_sge = limits.max_sge.min(MAX_SGE as u32);
+        Rnic {
+            limits,
+            pds: PdTable::new(limits.max_pds as usize),
+            cqs: CqTable::new(limits.max_cqs as usize, limits.max_cqe as usize),
+            srqs: SrqTable::new(SrqConfig {
+                max_srqs: limits.max_srqs as usize,
+                max_wr: limits.max_srq_wr as usize,
+                max_sge: limits.max_sge as usize,
+            }),
+            mem: MemTable::new(MemConfig {
+                max_entries: limits.max_stags as usize,
+                seed: cfg.seed,
+            }),
+            qps: Slab::new(limits.max_qps as usize),
+            events: BoundedQueue::new(limits.max_async_events as usize),
+            cq_events: BoundedQueue::new(limits.max_cq_events as usize),
+        }
+    }
+
+    /// Query RNIC: the limits in force.
+    pub fn limits(&self) -> RnicLimits {
+        self.limits
+    }
+
+    /// The next asynchronous event (verbs 8.3.3), oldest first.
+    pub fn poll_async_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop()
+    }
+
+    /// The next CQ whose armed notification fired (verbs 8.2.5), oldest first.
+    pub fn poll_cq_event(&mut self) -> Option<CqId> {
+        self.cq_events.pop()
+    }
+
+    /// Asynchronous events and CQ notifications dropped because their queue was full.
+    pub fn events_dropped(&self) -> (u64, u64) {
+        (self.events.dropped, self.cq_events.dropped)
+    }
+
+    /// Runs `f` on QP `qp` with the tables it needs; a completion that could not be queued
+    /// moves the QP to Terminate with "CQ error" (verbs 4.5, 0x0207).
+    pub(crate) fn with_qp<R>(
+        &mut self,
+        qp: QpId,
+        arenas: Option<&dyn iwarp_types::Memory>,
+        f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R,
+    ) -> Result<R, VerbError> {
+        let Rnic {
+            qps,
+            mem,
+            cqs,
+            srqs,
+            events,
+            cq_events,
+            ..
+        } = self;
+        let q = qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        let mut ctx = Ctx {
+            mem,
+            cqs,
+            srqs,
+            events,
+            cq_events,
+            arenas,
+            cq_error: false,
+        };
+        let r = f(q, &mut ctx);
+        if ctx.cq_error {
+            q.on_cq_error(&mut ctx);
+        }
+        Ok(r)
+    }
+
+    // --- Protection domains (verbs 9.2.2) ---
+
+    /// Allocate PD.
+    pub fn alloc_pd(&mut self) -> Result<PdId, VerbError> {
+        self.pds.alloc()
+    }
+
+    /// Deallocate PD (`PdInUse` while any object refers to it).
+    pub fn dealloc_pd(&mut self, pd: PdId) -> Result<(), VerbError> {
+        self.pds.dealloc(pd)
+    }
+
+    // --- Completion queues (verbs 9.2.3, 9.3.2) ---
+
+    /// Create CQ with at least `depth` entries; returns it and the allocated depth.
+    pub fn create_cq(&mut self, depth: u32) -> Result<(CqId, u32), VerbError> {
+        self.cqs.create(depth as usize).map(|(c, d)| (c, d as u32))
+    }
+
+    /// Query CQ: the allocated depth.
+    pub fn query_cq(&self, cq: CqId) -> Result<u32, VerbError> {
+        self.cqs.query(cq).map(|d| d as u32)
+    }
+
+    /// Modify CQ (resize), keeping every queued CQE.
+    pub fn resize_cq(&mut self, cq: CqId, depth: u32) -> Result<u32, VerbError> {
+        self.cqs.resize(cq, depth as usize).map(|d| d as u32)
+    }
+
+    /// Destroy CQ (`CqInUse` while a work queue reports to it).
+    pub fn destroy_cq(&mut self, cq: CqId) -> Result<(), VerbError> {
+        self.cqs.destroy(cq)
+    }
+
+    /// Poll for Completion: up to `out.len()` CQEs, oldest first; returns how many.
+    pub fn poll_cq(&mut self, cq: CqId, out: &mut [Cqe]) -> Result<usize, VerbError> {
+        Ok(self.cqs.get_mut(cq).ok_or(VerbError::InvalidCq)?.poll(out))
+    }
+
+    /// Request Completion Notification (one shot): the next completion, or with
+    /// `solicited_only` the next solicited receive or completion in error.
+    pub fn req_notify_cq(&mut self, cq: CqId, solicited_only: bool) -> Result<(), VerbError> {
+        let mode = if solicited_only {
+            NotifyMode::Solicited
+        } else {
+            NotifyMode::NextCompletion
+        };
+        self.cqs.get_mut(cq).ok_or(VerbError::InvalidCq)?.arm(mode);
+        Ok(())
+    }
+
+    // --- Shared receive queues (verbs 9.2.4) ---
+
+    /// Create S-RQ; returns it, the allocated WRs and SGEs per WR.
+    pub fn create_srq(
+        &mut self,
+        pd: PdId,
+        max_wr: u32,
+        max_sge: u32,
+        limit: u32,
+    ) -> Result<(SrqId, u32, u32), VerbError> {
+        self.srqs
+            .create(
+                &mut self.pds,
+                pd,
+                max_wr as usize,
+                max_sge as usize,
+                limit as usize,
+            )
+            .map(|(s, w, g)| (s, w as u32, g as u32))
+    }
+
+    /// Query S-RQ.
+    pub fn query_srq(&self, srq: SrqId) -> Result<SrqAttr, VerbError> {
+        self.srqs.query(srq)
+    }
+
+    /// Modify S-RQ (size, limit, re-arm).
+    pub fn modify_srq(&mut self, srq: SrqId, m: SrqModify) -> Result<u32, VerbError> {
+        self.srqs.modify(srq, m).map(|w| w as u32)
+    }
+
+    /// Destroy S-RQ (`SrqInUse` while QPs use it).
+    pub fn destroy_srq(&mut self, srq: SrqId) -> Result<(), VerbError> {
+        self.srqs.destroy(&mut self.pds, srq)
+    }
+
+    /// PostRQ on an S-RQ.
+    pub fn post_srq_recv(&mut self, srq: SrqId, wr: &RecvWr) -> Result<(), VerbError> {
+        self.srqs
+            .get_mut(srq)
+            .ok_or(VerbError::InvalidSrq)?
+            .post(*wr)
+    }
+
+    // --- Memory regions and windows (verbs 9.2.6) ---
+
+    /// Register Non-Shared MR; `region_len` is the length of the caller arena
+    /// (`Memory::region_len`).
+    pub fn reg_mr(&mut self, attr: &MrAttr, region_len: Option<u64>) -> Result<Stag, VerbError> {
+        self.mem.reg_mr(&mut self.pds, attr, region_len)
+    }
+
+    /// Reregister Non-Shared MR.
+    pub fn rereg_mr(
+        &mut self,
+        stag: Stag,
+        attr: &MrAttr,
+        region_len: Option<u64>,
+    ) -> Result<Stag, VerbError> {
+        self.mem.rereg_mr(&mut self.pds, stag, attr, region_len)
+    }
+
+    /// Register Shared MR.
+    pub fn reg_shared_mr(&mut self, stag: Stag, attr: &SharedMrAttr) -> Result<Stag, VerbError> {
+        self.mem.reg_shared_mr(&mut self.pds, stag, attr)
+    }
+
+    /// Allocate Non-Shared MR STag (Invalid; for Fast-Register).
+    pub fn alloc_mr_stag(
+        &mut self,
+        pd: PdId,
+        max_len: u64,
+        remote_access_flag: bool,
+    ) -> Result<Stag, VerbError> {
+        self.mem
+            .alloc_mr_stag(&mut self.pds, pd, max_len, remote_access_flag)
+    }
+
+    /// Query MR.
+    pub fn query_mr(&self, stag: Stag) -> Result<MrInfo, VerbError> {
+        self.mem.query_mr(stag)
+    }
+
+    /// Deallocate STag (region or window).
+    pub fn dealloc_stag(&mut self, stag: Stag) -> Result<(), VerbError> {
+        self.mem.dealloc_stag(&mut self.pds, stag)
+    }
+
+    /// Allocate MW.
+    pub fn alloc_mw(&mut self, pd: PdId, kind: MwType) -> Result<Stag, VerbError> {
+        self.mem.alloc_mw(&mut self.pds, pd, kind)
+    }
+
+    /// Query MW.
+    pub fn query_mw(&self, stag: Stag) -> Result<MwInfo, VerbError> {
+        self.mem.query_mw(stag)
+    }
+
+    /// Bind a type-1 window by verb (valid on every QP of `pd`).
+    pub fn bind_mw_type1(&mut self, pd: PdId, b: &MwBind) -> Result<(), VerbError> {
+        self.mem.bind_mw_type1(pd, b)
+    }
+}

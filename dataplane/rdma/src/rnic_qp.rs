@@ -1,0 +1,286 @@
+//! QP verbs (verbs 9.2.5, 9.3.1) and the calls the engine drives QPs with (ENGINE.md
+//! seam 3).
+
+use iwarp_types::{
+    ConnId, Memory, QpId, QpState, RecvWr, SendFlags, SendOp, SendWr, TermCode, VerbError, MAX_SGE,
+};
+
+use crate::qp::{
+    LlpEvent, LlpParams, LlpRequest, Qp, QpAttr, QpCounters, QpInfo, QpModify, RtrKind, TermCause,
+    TxUlpdu,
+};
+use crate::Rnic;
+
+impl Rnic {
+    /// Create QP (verbs 9.2.5.1): a QP in Idle. Returns its id and the attributes as
+    /// allocated (depths at least 1).
+    pub fn create_qp(&mut self, attr: &QpAttr) -> Result<(QpId, QpAttr), VerbError> {
+        let lim = self.limits;
+        if !self.pds.contains(attr.pd) {
+            return Err(VerbError::InvalidPd);
+        }
+        if self.cqs.get(attr.send_cq).is_none() || self.cqs.get(attr.recv_cq).is_none() {
+            return Err(VerbError::InvalidCq);
+        }
+        if let Some(srq) = attr.srq {
+            if self.srqs.get(srq).is_none() {
+                return Err(VerbError::InvalidSrq);
+            }
+        }
+        if attr.sq_depth > lim.max_sq_wr || (attr.srq.is_none() && attr.rq_depth > lim.max_rq_wr) {
+            return Err(VerbError::TooManyWrsRequested);
+        }
+        if attr.max_send_sge > lim.max_sge
+            || (attr.srq.is_none() && attr.max_recv_sge > lim.max_sge)
+        {
+            return Err(VerbError::TooManySges);
+        }
+        if attr.ord > lim.max_ord {
+            return Err(VerbError::OrdTooLarge);
+        }
+        if attr.ird > lim.max_ird {
+            return Err(VerbError::IrdTooLarge);
+        }
+        if self.qps.len() >= self.qps.capacity() {
+            return Err(VerbError::InsufficientResources);
+        }
+        let mut a = *attr;
+        a.sq_depth = a.sq_depth.max(1);
+        a.max_send_sge = a.max_send_sge.max(1);
+        if a.srq.is_some() {
+            a.rq_depth = 0;
+            a.max_recv_sge = 0;
+        } else {
+            a.rq_depth = a.rq_depth.max(1);
+            a.max_recv_sge = a.max_recv_sge.max(1);
+        }
+        let placeholder = Qp::new(QpId(0), a, lim.max_ord, lim.max_ird);
+        let handle = self
+            .qps
+            .insert(placeholder)
+            .ok_or(VerbError::InsufficientResources)?;
+        let id = QpId(handle);
+        if let Some(q) = self.qps.get_mut(handle) {
+            q.id = id;
+        }
+        // References last: nothing above can fail after them.
+        let _ = self.pds.acquire(a.pd);
+        let _ = self.cqs.acquire(a.send_cq);
+        let _ = self.cqs.acquire(a.recv_cq);
+        if let Some(srq) = a.srq {
+            let _ = self.srqs.acquire(srq);
+        }
+        Ok((id, a))
+    }
+
+    /// Query QP.
+    pub fn query_qp(&self, qp: QpId) -> Result<QpInfo, VerbError> {
+        self.qps.get(qp.0).map(Qp::info).ok_or(VerbError::InvalidQp)
+    }
+
+    /// Modify QP (verbs 9.2.5.3, transitions of verbs 6.2): all or nothing. Idle to RTS
+    /// needs an established LLP stream: the engine does it with [`Rnic::qp_establish`].
+    pub fn modify_qp(&mut self, qp: QpId, m: &QpModify) -> Result<(), VerbError> {
+        let lim = crate::qp::QpLimits {
+            max_ord: self.limits.max_ord,
+            max_ird: self.limits.max_ird,
+            max_sq_wr: self.limits.max_sq_wr,
+            max_rq_wr: self.limits.max_rq_wr,
+        };
+        self.with_qp(qp, None, |q, ctx| q.modify(ctx, m, &lim))?
+    }
+
+    /// Destroy QP (verbs 9.2.5.4): refused while memory windows are bound to it; succeeds
+    /// in any other state, without completions for outstanding WRs. The engine drops (and
+    /// resets) the LLP connection the QP was associated with.
+    pub fn destroy_qp(&mut self, qp: QpId) -> Result<(), VerbError> {
+        if self.qps.get(qp.0).is_none() {
+            return Err(VerbError::InvalidQp);
+        }
+        if self.mem.mws_bound_to_qp(qp) > 0 {
+            return Err(VerbError::MwStillBound);
+        }
+        if let Some(q) = self.qps.remove(qp.0) {
+            self.pds.release(q.attr.pd);
+            self.cqs.release(q.attr.send_cq);
+            self.cqs.release(q.attr.recv_cq);
+            if let Some(srq) = q.attr.srq {
+                self.srqs.release(srq);
+            }
+        }
+        Ok(())
+    }
+
+    /// PostSQ (verbs 9.3.1.1). Immediate errors: `InvalidQp`, `InvalidQpState` (Terminate,
+    /// Closing, Error), `TooManyWrsPosted`, `TooManySges`, `InvalidModifier` (an RDMA Read
+    /// without exactly one local SGE). Errors found while processing the WR complete it in
+    /// error instead.
+    pub fn post_send(&mut self, qp: QpId, wr: &SendWr) -> Result<(), VerbError> {
+        let q = self.qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        if !matches!(q.state, QpState::Idle | QpState::Rts) || q.close_when_drained {
+            return Err(VerbError::InvalidQpState);
+        }
+        if q.sq.q.len() >= q.sq.depth {
+            return Err(VerbError::TooManyWrsPosted);
+        }
+        match wr.op {
+            SendOp::Read { .. } => {
+                if wr.sgl.len() != 1 {
+                    return Err(VerbError::InvalidModifier);
+                }
+            }
+            SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {}
+            _ => {
+                if wr.sgl.len() > q.attr.max_send_sge as usize || wr.sgl.len() > MAX_SGE {
+                    return Err(VerbError::TooManySges);
+                }
+            }
+        }
+        let known = SendFlags::SIGNALED.0 | SendFlags::READ_FENCE.0 | SendFlags::LOCAL_FENCE.0;
+        if wr.flags.0 & !known != 0 {
+            return Err(VerbError::InvalidModifier);
+        }
+        q.sq.push(*wr);
+        Ok(())
+    }
+
+    /// PostRQ on a QP (verbs 9.3.1.2). Immediate errors: `InvalidQp`,
+    /// `RqAssociatedWithSrq`, `InvalidQpState` (Terminate, Error), `TooManyWrsPosted`,
+    /// `TooManySges`. In Closing the WR is accepted and flushed at once (verbs figure 11).
+    pub fn post_recv(&mut self, qp: QpId, wr: &RecvWr) -> Result<(), VerbError> {
+        let q = self.qps.get(qp.0).ok_or(VerbError::InvalidQp)?;
+        if q.attr.srq.is_some() {
+            return Err(VerbError::RqAssociatedWithSrq);
+        }
+        if !matches!(q.state, QpState::Idle | QpState::Rts | QpState::Closing) {
+            return Err(VerbError::InvalidQpState);
+        }
+        if q.rq.len() >= q.rq_depth {
+            return Err(VerbError::TooManyWrsPosted);
+        }
+        if wr.sgl.len() > q.attr.max_recv_sge as usize {
+            return Err(VerbError::TooManySges);
+        }
+        let closing = q.state == QpState::Closing;
+        self.with_qp(qp, None, |q, ctx| {
+            q.rq.push_back(*wr);
+            if closing {
+                q.rq_flush(ctx);
+            }
+        })
+    }
+
+    // --- Engine-facing calls ---
+
+    /// Associates an Idle QP with the established connection `conn` (Idle to RTS) with
+    /// the negotiated IRD/ORD and RTR duties.
+    pub fn qp_establish(
+        &mut self,
+        qp: QpId,
+        conn: ConnId,
+        params: LlpParams,
+    ) -> Result<(), VerbError> {
+        self.qps
+            .get_mut(qp.0)
+            .ok_or(VerbError::InvalidQp)?
+            .establish(conn, params)
+    }
+
+    /// The next DDP segment to send, at most `max_ulpdu_len` bytes, and its length.
+    /// Priority: Terminate, the message in progress, Read Responses, then the SQ in post
+    /// order (fences, ORD). `mem` gives arena lengths to Fast-Register WRs run on the way.
+    pub fn qp_next_ulpdu(
+        &mut self,
+        qp: QpId,
+        max_ulpdu_len: usize,
+        mem: &dyn Memory,
+    ) -> Option<(TxUlpdu, usize)> {
+        self.with_qp(qp, Some(mem), |q, ctx| q.next_ulpdu(ctx, max_ulpdu_len))
+            .ok()
+            .flatten()
+    }
+
+    /// Writes the bytes of `d` into `out` (exactly its ULPDU length), reading payload from
+    /// registered memory. The same descriptor always gives the same bytes (unless the
+    /// memory changed); a descriptor whose WR was flushed gives zeros (counted).
+    pub fn fill_ulpdu(&mut self, qp: QpId, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) {
+        match self.qps.get_mut(qp.0) {
+            Some(q) => q.fill(d, mem, out),
+            None => out.fill(0),
+        }
+    }
+
+    /// TCP acknowledged the FPDU of `d` (called in order): the last segment of a Send or
+    /// Write completes its WR.
+    pub fn qp_ulpdu_acked(&mut self, qp: QpId, d: &TxUlpdu) {
+        let _ = self.with_qp(qp, None, |q, ctx| q.ulpdu_acked(ctx, d));
+    }
+
+    /// One inbound DDP segment. `Err` carries the code of the Terminate the QP queued
+    /// (it then ignores further segments).
+    pub fn qp_on_ulpdu(
+        &mut self,
+        qp: QpId,
+        ulpdu: &[u8],
+        mem: &mut dyn Memory,
+    ) -> Result<(), TermCode> {
+        self.with_qp(qp, None, |q, ctx| q.on_ulpdu(ctx, ulpdu, mem))
+            .unwrap_or(Err(TermCode::RDMAP_CATASTROPHIC_STREAM))
+    }
+
+    /// An LLP event on the QP's connection.
+    pub fn qp_llp_event(&mut self, qp: QpId, ev: LlpEvent) {
+        let _ = self.with_qp(qp, None, |q, ctx| q.llp_event(ctx, ev));
+    }
+
+    /// The engine (MPA, TCP) found an error on the stream: queue a Terminate with `code`.
+    pub fn qp_terminate(&mut self, qp: QpId, code: TermCode) {
+        let _ = self.with_qp(qp, None, |q, ctx| {
+            q.enter_terminate(ctx, code, None, TermCause::Local)
+        });
+    }
+
+    /// Graceful local close: RTS to Closing once the SQ and the Read queues drained.
+    pub fn qp_disconnect(&mut self, qp: QpId) -> Result<(), VerbError> {
+        self.with_qp(qp, None, |q, ctx| q.disconnect(ctx))?
+    }
+
+    /// Queues the zero-length RTR message of RFC 6581 (sent before anything else).
+    pub fn qp_queue_rtr(&mut self, qp: QpId, kind: RtrKind) -> Result<(), VerbError> {
+        let q = self.qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        if q.state != QpState::Rts {
+            return Err(VerbError::InvalidQpState);
+        }
+        q.rtr_tx = Some(kind);
+        Ok(())
+    }
+
+    /// True once after the expected inbound RTR arrived (the engine may then release
+    /// the MPA responder).
+    pub fn qp_take_rtr_received(&mut self, qp: QpId) -> bool {
+        self.qps
+            .get_mut(qp.0)
+            .is_some_and(|q| core::mem::take(&mut q.rtr_received))
+    }
+
+    /// What the QP asks of its LLP connection (close or reset), once.
+    pub fn qp_poll_llp_request(&mut self, qp: QpId) -> Option<LlpRequest> {
+        self.qps.get_mut(qp.0).and_then(|q| q.llp_request.take())
+    }
+
+    /// Traffic counters of a QP.
+    pub fn qp_counters(&self, qp: QpId) -> Option<QpCounters> {
+        self.qps.get(qp.0).map(|q| q.counters)
+    }
+}
+
+impl Qp {
+    /// A completion could not be queued: "CQ/SQ or CQ/RQ error" (verbs 4.6 #33-34).
+    pub(crate) fn on_cq_error(&mut self, ctx: &mut crate::ctx::Ctx<'_>) {
+        if matches!(self.state, QpState::Rts | QpState::Closing) {
+            ctx.qp_event(self.id, iwarp_types::AsyncEventKind::CqError);
+            let code = TermCode::RDMAP_CATASTROPHIC_STREAM;
+            self.enter_terminate(ctx, code, None, TermCause::Completion);
+        }
+    }
+}
