@@ -1,0 +1,552 @@
+//! Segment arrival (RFC 9293 section 3.10.7) with RFC 5961 and RFC 7323 checks.
+
+use iwarp_types::{Duration, Instant};
+
+use crate::conn::{RxSink, TcpConn, TcpEvent, TcpState};
+use crate::ooo::OooInsert;
+use crate::segment::TcpSegment;
+use crate::seq::SeqNumber;
+use crate::timer::Timer;
+
+impl TcpConn {
+    /// Processes one segment of this connection. In-order payload is handed to `sink`
+    /// as slices of `seg`; out-of-order payload is buffered (bounded) and replayed.
+    pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) {
+        self.counters.segs_in += 1;
+        match self.state {
+            TcpState::Closed => {}
+            TcpState::SynSent => self.on_syn_sent(now, seg),
+            _ => self.on_synchronized(now, seg, sink),
+        }
+    }
+
+    /// RFC 9293 3.10.7.3: SYN-SENT.
+    fn on_syn_sent(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+        let f = seg.flags;
+        let mut ack_ok = false;
+        if f.ack {
+            // Acceptable only if it acknowledges exactly our SYN.
+            if seg.ack != self.iss + 1 {
+                if !f.rst {
+                    self.rst_pending = Some(seg.ack);
+                }
+                return;
+            }
+            ack_ok = true;
+        }
+        if f.rst {
+            // RFC 5961 3.2: in SYN-SENT a RST is accepted only with an acceptable ACK.
+            if ack_ok {
+                self.enter_closed(TcpEvent::Reset);
+            }
+            return;
+        }
+        if !f.syn {
+            return;
+        }
+        self.take_syn_options(seg);
+        self.snd_wnd = u64::from(seg.window);
+        self.max_snd_wnd = self.snd_wnd;
+        self.snd_wl1 = seg.seq;
+        self.snd_wl2 = seg.ack;
+        self.ack_pending = true;
+        if ack_ok {
+            self.syn_pending = false;
+            if self.syn_retries == 0 {
+                self.rtt.sample(now.saturating_since(self.last_send));
+            }
+            self.established(now);
+        } else {
+            // Simultaneous open: answer with SYN-ACK.
+            self.state = TcpState::SynReceived;
+            self.syn_pending = true;
+            self.arm_rto(now);
+        }
+    }
+
+    fn established(&mut self, now: Instant) {
+        self.state = TcpState::Established;
+        self.rto_retries = 0;
+        self.syn_retries = 0;
+        self.timers.stop(Timer::Rto);
+        self.push_event(TcpEvent::Connected);
+        if self.fin_queued {
+            self.fin_pending = true;
+            self.state = TcpState::FinWait1;
+        }
+        self.arm_keepalive(now);
+    }
+
+    pub(crate) fn arm_keepalive(&mut self, now: Instant) {
+        if self.cfg.keepalive.enabled
+            && self.state.is_synchronized()
+            && self.state != TcpState::TimeWait
+        {
+            let idle = Duration::from_millis(self.cfg.keepalive.idle_ms);
+            self.timers.set(Timer::Keepalive, now + idle);
+            self.keepalive_sent = 0;
+        }
+    }
+
+    /// Sends a challenge ACK unless the per-second budget is spent (RFC 5961 section 7).
+    fn challenge_ack(&mut self, now: Instant) {
+        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
+            self.challenge_window = now;
+            self.challenge_count = 0;
+        }
+        if self.challenge_count < self.cfg.challenge_acks_per_s {
+            self.challenge_count += 1;
+            self.counters.challenge_acks += 1;
+            self.ack_pending = true;
+        }
+    }
+
+    /// RFC 9293 3.10.7.4: every state past SYN-SENT.
+    fn on_synchronized(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) {
+        let f = seg.flags;
+        let rcv_nxt = self.rcv_nxt_seq();
+
+        // A retransmitted SYN while our SYN-ACK is unacknowledged: send it again.
+        if self.state == TcpState::SynReceived && f.syn && !f.ack && !f.rst && seg.seq == self.irs {
+            self.syn_pending = true;
+            return;
+        }
+
+        // Simultaneous open: the peer's SYN-ACK acknowledges our SYN.
+        if self.state == TcpState::SynReceived
+            && f.syn
+            && f.ack
+            && !f.rst
+            && seg.seq == self.irs
+            && seg.ack == self.iss + 1
+        {
+            self.syn_pending = false;
+            self.snd_wnd = u64::from(seg.window);
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            self.ack_pending = true;
+            self.established(now);
+            return;
+        }
+
+        // PAWS (RFC 7323 section 5.3).
+        if self.ts_ok && !f.rst {
+            if let Some((tsval, _)) = seg.options.timestamp {
+                if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 {
+                    self.counters.paws_drops += 1;
+                    self.ack_pending = true;
+                    return;
+                }
+            }
+        }
+
+        // SYN in a synchronized state, whatever its sequence number (RFC 5961 4.2).
+        if f.syn && !f.rst {
+            self.challenge_ack(now);
+            return;
+        }
+
+        // Sequence acceptability (RFC 9293 table in 3.10.7.4).
+        let len = seg.seg_len();
+        let wnd = self.rcv_wnd;
+        let win_end = rcv_nxt + wnd;
+        let acceptable = match (len, wnd) {
+            (0, 0) => seg.seq == rcv_nxt,
+            (0, _) => seg.seq.in_range(rcv_nxt, win_end),
+            (_, 0) => false,
+            (_, _) => {
+                seg.seq.in_range(rcv_nxt, win_end)
+                    || (seg.seq + (len - 1)).in_range(rcv_nxt, win_end)
+            }
+        };
+        if !acceptable {
+            self.counters.out_of_window += 1;
+            if !f.rst {
+                self.ack_pending = true;
+            }
+            if self.state == TcpState::TimeWait && f.fin {
+                // A retransmitted FIN: re-ACK and restart the 2 * MSL wait.
+                self.enter_time_wait(now);
+            }
+            return;
+        }
+
+        // RST (RFC 5961 section 3.2). In TIME_WAIT it is ignored (RFC 1337: no
+        // TIME_WAIT assassination); the 2 * MSL wait runs out on its own.
+        if f.rst && self.state == TcpState::TimeWait {
+            return;
+        }
+        if f.rst {
+            if seg.seq == rcv_nxt {
+                self.enter_closed(TcpEvent::Reset);
+            } else {
+                self.challenge_ack(now);
+            }
+            return;
+        }
+
+        if !f.ack {
+            return;
+        }
+
+        self.arm_keepalive(now);
+
+        if self.state == TcpState::SynReceived {
+            if seg.ack != self.iss + 1 {
+                self.rst_pending = Some(seg.ack);
+                return;
+            }
+            self.syn_pending = false;
+            self.snd_wnd = u64::from(seg.window) << self.snd_wscale;
+            self.max_snd_wnd = self.snd_wnd;
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            if self.syn_retries == 0 {
+                self.rtt.sample(now.saturating_since(self.last_send));
+            }
+            self.established(now);
+        } else if !self.process_ack(now, seg) {
+            return;
+        }
+
+        if self.state == TcpState::Closed || self.state == TcpState::TimeWait && !f.fin {
+            return;
+        }
+
+        // Timestamp to echo (RFC 7323 section 4.3).
+        if self.ts_ok {
+            if let Some((tsval, _)) = seg.options.timestamp {
+                if seg.seq.le(self.last_ack_sent)
+                    && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0
+                {
+                    self.ts_recent = tsval;
+                }
+            }
+        }
+
+        let data_state = matches!(
+            self.state,
+            TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
+        );
+        let mut in_order_end = true;
+        if data_state && !seg.payload.is_empty() {
+            in_order_end = self.process_data(now, seg, sink);
+        }
+
+        if f.fin && in_order_end {
+            self.process_fin(now, seg);
+        }
+    }
+
+    /// ACK processing in synchronized states. Returns false if the segment is dropped.
+    fn process_ack(&mut self, now: Instant, seg: &TcpSegment<'_>) -> bool {
+        let una = self.snd_una_seq();
+        let max = self.snd_max_seq();
+        if seg.ack.gt(max) {
+            // Acknowledges something never sent: ACK and drop (RFC 9293, RFC 5961 5.2).
+            self.ack_pending = true;
+            return false;
+        }
+        let floor = una - (self.max_snd_wnd.min(1 << 30) as u32);
+        if seg.ack.lt(floor) {
+            self.challenge_ack(now);
+            return false;
+        }
+
+        let adv = seg.ack.diff(una);
+        let mut fin_now_acked = false;
+        if adv > 0 {
+            let mut data_acked = adv as u64;
+            if let Some(f) = self.fin_off {
+                if seg.ack == self.seq_of(f) + 1 {
+                    data_acked -= 1;
+                    fin_now_acked = !self.fin_acked;
+                    self.fin_acked = true;
+                }
+            }
+            self.on_new_ack(now, seg, data_acked);
+        } else if adv == 0 {
+            if self.sack_ok {
+                self.take_sack(seg);
+            }
+            let outstanding = self.snd_max > self.snd_una;
+            let wnd = u64::from(seg.window) << self.snd_wscale;
+            if outstanding && seg.payload.is_empty() && !seg.flags.fin && wnd == self.snd_wnd {
+                self.dupacks = self.dupacks.saturating_add(1);
+                self.counters.dup_acks += 1;
+                self.maybe_enter_recovery();
+            }
+        }
+
+        // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
+        let newer =
+            self.snd_wl1.lt(seg.seq) || (self.snd_wl1 == seg.seq && self.snd_wl2.le(seg.ack));
+        if adv >= 0 && newer {
+            let wnd = u64::from(seg.window) << self.snd_wscale;
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            if wnd > 0 {
+                self.timers.stop(Timer::Persist);
+                self.persist_backoff = 0;
+            }
+        }
+
+        if fin_now_acked {
+            match self.state {
+                TcpState::FinWait1 => self.state = TcpState::FinWait2,
+                TcpState::Closing => self.enter_time_wait(now),
+                TcpState::LastAck => {
+                    self.enter_closed(TcpEvent::Closed);
+                    return false;
+                }
+                _ => {}
+            }
+        }
+        true
+    }
+
+    /// `snd.una` advanced by `data_acked` bytes.
+    fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, data_acked: u64) {
+        let new_una = (self.snd_una + data_acked).min(self.snd_max);
+        let acked = new_una - self.snd_una;
+        self.snd_una = new_una;
+        if self.snd_nxt < new_una {
+            self.snd_nxt = new_una;
+        }
+        self.scoreboard.advance(new_una);
+        self.segmap.release(new_una, self.snd_max);
+        if self.sack_ok {
+            self.take_sack(seg);
+        }
+
+        // RTT sample: timestamp echo, else the timed segment (Karn: never a retransmission).
+        let mut sampled = false;
+        if self.ts_ok {
+            if let Some((_, tsecr)) = seg.options.timestamp {
+                let ticks = self.ts_now(now).wrapping_sub(tsecr);
+                let rtt =
+                    Duration::from_micros(u64::from(ticks).saturating_mul(self.cfg.ts_tick_us));
+                // An echo from the future or older than the largest RTO is no sample.
+                if tsecr != 0
+                    && (ticks as i32) >= 0
+                    && rtt <= Duration::from_millis(self.cfg.rto_ms_max)
+                {
+                    self.rtt.sample(rtt);
+                    sampled = true;
+                }
+            }
+        }
+        if let Some((off, sent)) = self.rtt_probe {
+            if off < new_una {
+                if !sampled {
+                    self.rtt.sample(now.saturating_since(sent));
+                }
+                self.rtt_probe = None;
+            }
+        }
+        self.rtt.reset_backoff();
+        self.rto_retries = 0;
+
+        if self.in_recovery {
+            if new_una >= self.recover {
+                // Full acknowledgment: leave recovery (RFC 6582 3.2 step 3, RFC 6675).
+                self.in_recovery = false;
+                self.dupacks = 0;
+                self.high_rxt = new_una;
+            } else {
+                // Partial acknowledgment.
+                if !self.sack_ok {
+                    // NewReno: retransmit the next segment at once.
+                    self.high_rxt = new_una;
+                    self.lost_end = self.segmap.end_of(new_una, self.snd_max);
+                    self.rxt_force = true;
+                    self.dupacks = 0;
+                }
+                self.high_rxt = self.high_rxt.max(new_una);
+            }
+        } else {
+            self.dupacks = 0;
+            let mss = self.eff_mss();
+            self.cc.on_ack(now, acked, mss, self.rtt.srtt());
+        }
+
+        if self.has_outstanding() {
+            self.arm_rto(now);
+        } else {
+            self.timers.stop(Timer::Rto);
+        }
+        if self.sack_ok && self.in_recovery {
+            self.lost_end = self.lost_end.max(self.scoreboard.highest().unwrap_or(0));
+        }
+        self.maybe_enter_recovery();
+    }
+
+    /// Folds the segment's SACK blocks into the scoreboard (validated against what was
+    /// sent, RFC 2018 / RFC 6675).
+    fn take_sack(&mut self, seg: &TcpSegment<'_>) {
+        let una = self.seq_of(self.snd_una);
+        let max = self.seq_of(self.snd_max);
+        for (l, r) in seg.options.sack_blocks.iter().flatten() {
+            if l.lt(*r) && l.gt(una) && r.le(max) {
+                let lo = self.snd_una + l.diff(una) as u64;
+                let hi = self.snd_una + r.diff(una) as u64;
+                self.scoreboard.add(lo, hi);
+            }
+        }
+        if self.in_recovery {
+            self.lost_end = self.lost_end.max(self.scoreboard.highest().unwrap_or(0));
+        }
+    }
+
+    /// Enters fast retransmit / recovery on three duplicate ACKs or enough SACKed data
+    /// above `snd.una` (RFC 5681, RFC 6675 IsLost, RFC 6582 `recover` guard).
+    fn maybe_enter_recovery(&mut self) {
+        if self.in_recovery || self.snd_max <= self.snd_una || self.snd_una < self.recover {
+            return;
+        }
+        let mss = self.eff_mss() as u64;
+        let sack_lost = self.sack_ok && self.scoreboard.sacked_above(self.snd_una) > 2 * mss;
+        if self.dupacks < 3 && !sack_lost {
+            return;
+        }
+        let flight = self.pipe();
+        self.cc.on_congestion_event(flight, mss as usize);
+        self.in_recovery = true;
+        self.recover = self.snd_max;
+        self.high_rxt = self.snd_una;
+        // At least the first unacknowledged segment is lost; with SACK, every hole below
+        // the highest SACKed byte.
+        let first_seg_end = self.segmap.end_of(self.snd_una, self.snd_max);
+        self.lost_end = if self.sack_ok {
+            self.scoreboard.highest().unwrap_or(0).max(first_seg_end)
+        } else {
+            first_seg_end
+        };
+        self.rxt_force = true;
+        self.counters.fast_retransmits += 1;
+        self.rtt_probe = None;
+    }
+
+    /// Places payload: in order → `sink`, else the out-of-order buffer. Returns whether
+    /// the segment's end is now `rcv.nxt` (so a FIN on it can be taken).
+    fn process_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) -> bool {
+        let rcv_nxt_seq = self.rcv_seq_of(self.rcv_nxt);
+        let diff = seg.seq.diff(rcv_nxt_seq);
+        // Trim what lies before rcv.nxt and beyond the window.
+        let (offset, mut data) = if diff < 0 {
+            let skip = diff.unsigned_abs() as usize;
+            (self.rcv_nxt, seg.payload.get(skip..).unwrap_or(&[]))
+        } else {
+            (self.rcv_nxt + diff as u64, seg.payload)
+        };
+        let win_end = self.rcv_nxt + u64::from(self.rcv_wnd);
+        let room = win_end.saturating_sub(offset) as usize;
+        let trimmed = data.len() > room;
+        if trimmed {
+            data = &data[..room];
+        }
+        if data.is_empty() {
+            // Duplicate: the peer may have missed our ACK.
+            self.ack_pending = true;
+            return diff <= 0 && !trimmed && seg.seq + seg.payload.len() as u32 == rcv_nxt_seq;
+        }
+
+        if offset > self.rcv_nxt {
+            match self.ooo.insert(self.rcv_nxt, offset, data) {
+                OooInsert::Stored => self.counters.ooo_segments += 1,
+                OooInsert::Dropped => self.counters.ooo_drops += 1,
+            }
+            // Duplicate ACK with SACK information at once (RFC 5681 4.2).
+            self.ack_pending = true;
+            return false;
+        }
+
+        let had_ooo = !self.ooo.is_empty();
+        let consumed = sink.deliver(offset, data).min(data.len());
+        self.rcv_nxt += consumed as u64;
+        let mut complete = consumed == data.len() && !trimmed;
+        if consumed < data.len() {
+            self.counters.rx_refused_bytes += (data.len() - consumed) as u64;
+        } else {
+            complete &= self.replay_ooo(sink);
+        }
+        self.ooo.advance(self.rcv_nxt);
+        if had_ooo {
+            self.ack_pending = true;
+        } else {
+            self.schedule_ack(now);
+        }
+        complete && self.ooo.is_empty()
+    }
+
+    /// Replays buffered data now in order. Returns false if the sink refused some.
+    fn replay_ooo(&mut self, sink: &mut impl RxSink) -> bool {
+        // Each round consumes one whole range, so the loop is bounded by the range count.
+        for _ in 0..=self.cfg.ooo_max_ranges {
+            self.ooo.advance(self.rcv_nxt);
+            let Some((a, b)) = self.ooo.ready(self.rcv_nxt) else {
+                return true;
+            };
+            for part in [a, b] {
+                if part.is_empty() {
+                    continue;
+                }
+                let n = sink.deliver(self.rcv_nxt, part).min(part.len());
+                self.rcv_nxt += n as u64;
+                if n < part.len() {
+                    self.counters.rx_refused_bytes += (part.len() - n) as u64;
+                    return false;
+                }
+            }
+        }
+        true
+    }
+
+    /// Delayed ACK: every second segment at once, else after the timer.
+    fn schedule_ack(&mut self, now: Instant) {
+        self.delack_segs += 1;
+        if self.delack_segs >= 2 || self.cfg.delayed_ack_us == 0 {
+            self.ack_pending = true;
+        } else if !self.timers.is_set(Timer::DelayedAck) {
+            self.timers.set(
+                Timer::DelayedAck,
+                now + Duration::from_micros(self.cfg.delayed_ack_us),
+            );
+        }
+    }
+
+    /// The peer's FIN, all data before it delivered.
+    fn process_fin(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+        let fin_seq: SeqNumber = seg.seq + seg.payload.len() as u32;
+        if self.fin_received {
+            // Retransmitted FIN: ACK it again.
+            self.ack_pending = true;
+            if self.state == TcpState::TimeWait {
+                self.enter_time_wait(now);
+            }
+            return;
+        }
+        if fin_seq != self.rcv_seq_of(self.rcv_nxt) {
+            return;
+        }
+        self.fin_received = true;
+        self.ack_pending = true;
+        self.timers.stop(Timer::DelayedAck);
+        self.push_event(TcpEvent::PeerClosed);
+        match self.state {
+            TcpState::Established | TcpState::SynReceived => self.state = TcpState::CloseWait,
+            TcpState::FinWait1 => {
+                if self.fin_acked {
+                    self.enter_time_wait(now);
+                } else {
+                    self.state = TcpState::Closing;
+                }
+            }
+            TcpState::FinWait2 => self.enter_time_wait(now),
+            _ => {}
+        }
+    }
+}
