@@ -1,0 +1,251 @@
+//! Engine configuration: addresses, the configuration of every layer, and the bound of
+//! every table and queue the engine preallocates at construction.
+
+use core::fmt;
+use core::net::Ipv4Addr;
+
+use iwarp_mpa::MpaConfig;
+use iwarp_rdma::{RnicConfig, RnicLimits};
+use iwarp_tcp::{TcpConfig, TCP_HEADER_LEN};
+
+/// Ethernet header length (no VLAN tag).
+pub const ETH_HEADER_LEN: usize = 14;
+/// IPv4 header length (we never send options and drop packets carrying them).
+pub const IPV4_HEADER_LEN: usize = 20;
+/// Smallest IP MTU an IPv4 host must support (RFC 791).
+pub const MTU_MIN: usize = 576;
+/// Largest IP MTU we accept (jumbo frames).
+pub const MTU_MAX: usize = 9000;
+
+/// Everything an [`crate::Engine`] needs; seeds included, so a run is reproducible.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    /// Our Ethernet address.
+    pub mac: [u8; 6],
+    /// Our IPv4 address.
+    pub ipv4: Ipv4Addr,
+    /// Length of the on-link prefix of `ipv4` (0..=32).
+    pub prefix_len: u8,
+    /// Next hop for off-link destinations; `None`: off-link destinations are unreachable.
+    pub gateway: Option<Ipv4Addr>,
+    /// IP MTU in bytes (IPv4 header included, Ethernet header excluded).
+    pub mtu: usize,
+    /// TTL of the IPv4 packets we send.
+    pub ip_ttl: u8,
+    /// TCP configuration (MSS is derived from `mtu` by the engine if larger).
+    pub tcp: TcpConfig,
+    /// MPA configuration (markers, CRC, RFC 6581 RTR, private data limits).
+    pub mpa: MpaConfig,
+    /// Verbs object limits (QPs, CQs, MRs, queue depths, IRD/ORD). Its `seed` is replaced
+    /// by `stag_seed`.
+    pub rnic: RnicConfig,
+    /// Connection table size (active + passive, TIME-WAIT included).
+    pub max_conns: usize,
+    /// Listener table size.
+    pub max_listeners: usize,
+    /// Largest backlog a listener may ask for.
+    pub backlog_max: usize,
+    /// Lowest local port for active opens.
+    pub ephemeral_port_min: u16,
+    /// Highest local port for active opens.
+    pub ephemeral_port_max: u16,
+    /// ARP cache entries.
+    pub arp_cache_entries: usize,
+    /// Lifetime of a resolved ARP entry before it is refreshed.
+    pub arp_entry_timeout_ms: u64,
+    /// Interval between ARP requests while resolving.
+    pub arp_retry_ms: u64,
+    /// ARP requests sent for one resolution before giving up.
+    pub arp_retries_max: u32,
+    /// Frames (all next hops together) held while their next hop is being resolved.
+    pub arp_pending_frames: usize,
+    /// Frames held per next hop.
+    pub arp_pending_per_hop: usize,
+    /// Control frames (ARP, ICMP replies, RSTs) queued for `poll_transmit`.
+    pub ctrl_tx_frames: usize,
+    /// Events queued for `poll_event`.
+    pub event_queue_len: usize,
+    /// Secret of the RFC 6528 ISN generator.
+    pub isn_secret: [u8; 16],
+    /// Seed of the STag index randomisation.
+    pub stag_seed: u64,
+    /// The NIC computes IPv4/TCP checksums (outbound) and verifies them (inbound).
+    pub checksum_offload: bool,
+}
+
+impl Default for EngineConfig {
+    /// A configuration that runs in the simulator: 10.0.0.1/24, MTU 1500, small tables.
+    fn default() -> EngineConfig {
+        EngineConfig {
+            mac: [0x02, 0, 0, 0, 0, 0x01],
+            ipv4: Ipv4Addr::new(10, 0, 0, 1),
+            prefix_len: 24,
+            gateway: None,
+            mtu: 1500,
+            ip_ttl: 64,
+            tcp: TcpConfig::default(),
+            mpa: MpaConfig::default(),
+            rnic: RnicConfig {
+                limits: RnicLimits::default(),
+                seed: 0,
+            },
+            max_conns: 64,
+            max_listeners: 8,
+            backlog_max: 16,
+            ephemeral_port_min: 49152,
+            ephemeral_port_max: 65535,
+            arp_cache_entries: 32,
+            arp_entry_timeout_ms: 60_000,
+            arp_retry_ms: 1_000,
+            arp_retries_max: 3,
+            arp_pending_frames: 16,
+            arp_pending_per_hop: 4,
+            ctrl_tx_frames: 32,
+            event_queue_len: 256,
+            isn_secret: *b"iwarp-isn-secret",
+            stag_seed: 0x5eed_5eed_5eed_5eed,
+            checksum_offload: false,
+        }
+    }
+}
+
+/// A configuration field holds a value the engine cannot run with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The field's name.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid engine config: {}: {}", self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+fn check(ok: bool, field: &'static str, reason: &'static str) -> Result<(), ConfigError> {
+    if ok {
+        Ok(())
+    } else {
+        Err(ConfigError { field, reason })
+    }
+}
+
+impl EngineConfig {
+    /// Checks every field; the error names the first bad one.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let mac_ok = self.mac[0] & 1 == 0 && self.mac != [0; 6];
+        check(mac_ok, "mac", "must be a unicast, non-zero address")?;
+        let ip_ok = !self.ipv4.is_unspecified()
+            && !self.ipv4.is_broadcast()
+            && !self.ipv4.is_multicast()
+            && !self.ipv4.is_loopback();
+        check(ip_ok, "ipv4", "must be a unicast host address")?;
+        check(self.prefix_len <= 32, "prefix_len", "must be at most 32")?;
+        if let Some(gw) = self.gateway {
+            let on_link = crate::iface::same_subnet(self.ipv4, gw, self.prefix_len);
+            check(
+                on_link && gw != self.ipv4,
+                "gateway",
+                "must be another on-link address",
+            )?;
+        }
+        check(
+            (MTU_MIN..=MTU_MAX).contains(&self.mtu),
+            "mtu",
+            "must be in 576..=9000",
+        )?;
+        check(self.ip_ttl > 0, "ip_ttl", "must be positive")?;
+        check(
+            self.max_conns > 0 && self.max_conns <= 1 << 20,
+            "max_conns",
+            "1..=2^20",
+        )?;
+        check(self.max_listeners > 0, "max_listeners", "must be positive")?;
+        check(self.backlog_max > 0, "backlog_max", "must be positive")?;
+        check(
+            self.ephemeral_port_min > 0 && self.ephemeral_port_min <= self.ephemeral_port_max,
+            "ephemeral_port_min",
+            "must be positive and at most ephemeral_port_max",
+        )?;
+        check(
+            self.arp_cache_entries > 0,
+            "arp_cache_entries",
+            "must be positive",
+        )?;
+        check(
+            self.arp_entry_timeout_ms > 0,
+            "arp_entry_timeout_ms",
+            "must be positive",
+        )?;
+        check(self.arp_retry_ms > 0, "arp_retry_ms", "must be positive")?;
+        check(
+            self.arp_retries_max > 0,
+            "arp_retries_max",
+            "must be positive",
+        )?;
+        check(
+            self.arp_pending_per_hop <= self.arp_pending_frames,
+            "arp_pending_per_hop",
+            "must be at most arp_pending_frames",
+        )?;
+        check(
+            self.ctrl_tx_frames > 0,
+            "ctrl_tx_frames",
+            "must be positive",
+        )?;
+        check(
+            self.event_queue_len > 0,
+            "event_queue_len",
+            "must be positive",
+        )?;
+        Ok(())
+    }
+
+    /// Largest Ethernet frame we send or accept (header included, FCS excluded).
+    pub fn frame_len_max(&self) -> usize {
+        self.mtu + ETH_HEADER_LEN
+    }
+
+    /// Largest MSS the MTU allows: MTU minus the IPv4 and TCP base headers (TCP subtracts
+    /// its options itself). The engine caps `tcp.mss_bytes` to this.
+    pub fn mss_for_mtu(&self) -> usize {
+        self.mtu.saturating_sub(IPV4_HEADER_LEN + TCP_HEADER_LEN)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_is_valid() {
+        EngineConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = |f: fn(&mut EngineConfig)| {
+            let mut c = EngineConfig::default();
+            f(&mut c);
+            c.validate().unwrap_err().field
+        };
+        assert_eq!(bad(|c| c.mac = [1, 0, 0, 0, 0, 0]), "mac");
+        assert_eq!(bad(|c| c.ipv4 = Ipv4Addr::BROADCAST), "ipv4");
+        assert_eq!(bad(|c| c.prefix_len = 33), "prefix_len");
+        assert_eq!(
+            bad(|c| c.gateway = Some(Ipv4Addr::new(10, 9, 0, 1))),
+            "gateway"
+        );
+        assert_eq!(bad(|c| c.mtu = 100), "mtu");
+        assert_eq!(bad(|c| c.max_conns = 0), "max_conns");
+        assert_eq!(bad(|c| c.ephemeral_port_min = 0), "ephemeral_port_min");
+        assert_eq!(bad(|c| c.arp_pending_per_hop = 100), "arp_pending_per_hop");
+        assert_eq!(bad(|c| c.event_queue_len = 0), "event_queue_len");
+        let e = bad(|c| c.ctrl_tx_frames = 0);
+        assert_eq!(e, "ctrl_tx_frames");
+    }
+}

@@ -1,0 +1,182 @@
+//! Engine counters: frames and bytes in and out, drops by reason, TCP, MPA and RDMAP
+//! error tallies, and QPs by state. Plain integers updated on the fast path (one core owns
+//! the engine, so no atomics); the dataplane copies them out for the control plane.
+
+use iwarp_types::QpState;
+
+/// Why an inbound or outbound frame was dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum DropReason {
+    /// Ethernet frame shorter than its header, or longer than the MTU allows.
+    EthMalformed = 0,
+    /// Destination MAC neither ours nor broadcast.
+    EthNotForUs = 1,
+    /// EtherType neither ARP nor IPv4.
+    EthUnknownType = 2,
+    /// ARP packet malformed or not Ethernet/IPv4.
+    ArpMalformed = 3,
+    /// ARP packet not for our address.
+    ArpNotForUs = 4,
+    /// IPv4 header truncated, wrong version or inconsistent lengths.
+    Ipv4Malformed = 5,
+    /// IPv4 header checksum wrong.
+    Ipv4BadChecksum = 6,
+    /// IPv4 header with options (unsupported).
+    Ipv4Options = 7,
+    /// IPv4 fragment (unsupported: TCP uses PMTU-sized segments).
+    Ipv4Fragment = 8,
+    /// IPv4 destination not our address.
+    Ipv4NotForUs = 9,
+    /// IPv4 source is broadcast, multicast, unspecified or ours.
+    Ipv4BadSource = 10,
+    /// IPv4 protocol neither TCP nor ICMP.
+    Ipv4UnknownProtocol = 11,
+    /// ICMP malformed or bad checksum.
+    IcmpMalformed = 12,
+    /// ICMP message type we do not answer.
+    IcmpIgnored = 13,
+    /// TCP segment malformed (header, offsets).
+    TcpMalformed = 14,
+    /// TCP checksum wrong.
+    TcpBadChecksum = 15,
+    /// TCP segment for no connection and no listener (answered with RST when allowed).
+    TcpNoConnection = 16,
+    /// A SYN for a listener whose backlog or the connection table is full.
+    TcpBacklogFull = 17,
+    /// A control frame could not be queued (control TX queue full).
+    TxQueueFull = 18,
+    /// A frame waiting for ARP resolution was dropped (per-hop queue full or resolution
+    /// failed).
+    ArpPendingDropped = 19,
+    /// Outbound frame with no route (no gateway for an off-subnet destination).
+    NoRoute = 20,
+}
+
+impl DropReason {
+    /// Number of reasons (size of the counter array).
+    pub const COUNT: usize = 21;
+}
+
+/// Every counter of one engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Frames handed to `handle_frame`.
+    pub frames_in: u64,
+    /// Bytes handed to `handle_frame`.
+    pub bytes_in: u64,
+    /// Frames written by `poll_transmit`.
+    pub frames_out: u64,
+    /// Bytes written by `poll_transmit`.
+    pub bytes_out: u64,
+    /// Drops, indexed by [`DropReason`] as `usize`.
+    pub drops: [u64; DropReason::COUNT],
+    /// ARP requests received for our address.
+    pub arp_requests_in: u64,
+    /// ARP requests sent (resolution and retries).
+    pub arp_requests_out: u64,
+    /// ARP replies received.
+    pub arp_replies_in: u64,
+    /// ICMP echo requests answered.
+    pub icmp_echo_replies: u64,
+    /// TCP segments delivered to a connection or listener.
+    pub tcp_segments_in: u64,
+    /// TCP segments sent.
+    pub tcp_segments_out: u64,
+    /// TCP checksum failures (also counted under [`DropReason::TcpBadChecksum`]).
+    pub tcp_checksum_errors: u64,
+    /// RSTs sent (answers to stray segments and aborts).
+    pub tcp_rsts_sent: u64,
+    /// RSTs received on a connection.
+    pub tcp_rsts_received: u64,
+    /// TCP retransmissions reported by the connections.
+    pub tcp_retransmissions: u64,
+    /// Connections lost to retransmission or keepalive timeouts.
+    pub tcp_timeouts: u64,
+    /// Connections opened (active and passive, reaching Established).
+    pub conns_established: u64,
+    /// Connections removed from the table.
+    pub conns_closed: u64,
+    /// MPA CRC errors.
+    pub mpa_crc_errors: u64,
+    /// MPA handshakes that failed (bad request/reply, reject, timeout).
+    pub mpa_failures: u64,
+    /// Terminate messages sent.
+    pub terminates_sent: u64,
+    /// Terminate messages received.
+    pub terminates_received: u64,
+    /// Events dropped because the event queue was full.
+    pub events_dropped: u64,
+    /// QPs by state (snapshot kept up to date by the engine), indexed by [`qp_state_index`].
+    pub qps_by_state: [u64; 5],
+}
+
+impl Counters {
+    /// Counts one drop.
+    #[inline]
+    pub fn drop(&mut self, reason: DropReason) {
+        let c = &mut self.drops[reason as usize];
+        *c = c.wrapping_add(1);
+    }
+
+    /// Number of drops for a reason.
+    pub fn drops_of(&self, reason: DropReason) -> u64 {
+        self.drops[reason as usize]
+    }
+
+    /// Total drops of every reason.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.iter().fold(0u64, |a, b| a.wrapping_add(*b))
+    }
+
+    /// Number of QPs in `state`.
+    pub fn qps_in(&self, state: QpState) -> u64 {
+        self.qps_by_state[qp_state_index(state)]
+    }
+}
+
+/// Index of a QP state in [`Counters::qps_by_state`].
+pub const fn qp_state_index(state: QpState) -> usize {
+    match state {
+        QpState::Idle => 0,
+        QpState::Rts => 1,
+        QpState::Closing => 2,
+        QpState::Terminate => 3,
+        QpState::Error => 4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drops_by_reason() {
+        let mut c = Counters::default();
+        c.drop(DropReason::Ipv4Fragment);
+        c.drop(DropReason::Ipv4Fragment);
+        c.drop(DropReason::NoRoute);
+        assert_eq!(c.drops_of(DropReason::Ipv4Fragment), 2);
+        assert_eq!(c.drops_of(DropReason::NoRoute), 1);
+        assert_eq!(c.drops_of(DropReason::EthNotForUs), 0);
+        assert_eq!(c.drops_total(), 3);
+        assert_eq!(DropReason::NoRoute as usize + 1, DropReason::COUNT);
+    }
+
+    #[test]
+    fn qp_state_indices_distinct() {
+        let all = [
+            QpState::Idle,
+            QpState::Rts,
+            QpState::Closing,
+            QpState::Terminate,
+            QpState::Error,
+        ];
+        for (i, s) in all.iter().enumerate() {
+            assert_eq!(qp_state_index(*s), i);
+        }
+        let mut c = Counters::default();
+        c.qps_by_state[qp_state_index(QpState::Rts)] = 3;
+        assert_eq!(c.qps_in(QpState::Rts), 3);
+    }
+}

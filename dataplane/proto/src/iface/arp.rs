@@ -1,0 +1,427 @@
+//! The ARP cache (RFC 826): bounded entries with expiry and retries, and the bounded pool
+//! of frames waiting for their next hop to be resolved.
+
+use core::net::Ipv4Addr;
+
+use iwarp_types::{Duration, Instant};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Free,
+    /// No address yet; `deadline` is the next retry.
+    Resolving,
+    /// Address valid until `deadline`.
+    Resolved,
+    /// Address still used while a refresh request is outstanding; `deadline` = retry.
+    Refreshing,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    ip: Ipv4Addr,
+    mac: [u8; 6],
+    state: State,
+    deadline: Instant,
+    retries: u32,
+    used: bool,
+}
+
+const FREE: Entry = Entry {
+    ip: Ipv4Addr::UNSPECIFIED,
+    mac: [0; 6],
+    state: State::Free,
+    deadline: Instant::ZERO,
+    retries: 0,
+    used: false,
+};
+
+#[derive(Clone, Copy, Debug)]
+struct Held {
+    hop: Option<Ipv4Addr>,
+    len: usize,
+    seq: u64,
+}
+
+/// What a timer pass asks the interface to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArpAction {
+    /// Send an ARP request for this address.
+    Request(Ipv4Addr),
+    /// Resolution of this address failed after every retry; this many held frames were
+    /// dropped.
+    Failed(Ipv4Addr, usize),
+}
+
+/// Bounded ARP cache plus the frames held for unresolved next hops.
+#[derive(Debug)]
+pub struct ArpCache {
+    entries: Vec<Entry>,
+    timeout: Duration,
+    retry: Duration,
+    retries_max: u32,
+    deadline: Option<Instant>,
+    held: Vec<Held>,
+    held_bytes: Vec<u8>,
+    held_slot_len: usize,
+    held_per_hop: usize,
+    held_count: usize,
+    held_seq: u64,
+}
+
+impl ArpCache {
+    /// A cache of `entries` entries; `pending` held frames of up to `frame_len` bytes,
+    /// at most `per_hop` of them per next hop.
+    pub fn new(
+        entries: usize,
+        timeout: Duration,
+        retry: Duration,
+        retries_max: u32,
+        pending: usize,
+        per_hop: usize,
+        frame_len: usize,
+    ) -> ArpCache {
+        ArpCache {
+            entries: vec![FREE; entries],
+            timeout,
+            retry,
+            retries_max,
+            deadline: None,
+            held: vec![
+                Held {
+                    hop: None,
+                    len: 0,
+                    seq: 0
+                };
+                pending
+            ],
+            held_bytes: vec![0; pending * frame_len],
+            held_slot_len: frame_len,
+            held_per_hop: per_hop,
+            held_count: 0,
+            held_seq: 0,
+        }
+    }
+
+    fn find(&self, ip: Ipv4Addr) -> Option<usize> {
+        self.entries
+            .iter()
+            .position(|e| e.state != State::Free && e.ip == ip)
+    }
+
+    /// The address of `ip` if known (`hint`: the slot where it was last found, checked
+    /// first so the fast path is O(1)). Returns the MAC and its slot.
+    pub fn lookup(&mut self, ip: Ipv4Addr, hint: usize) -> Option<([u8; 6], usize)> {
+        let slot = match self.entries.get(hint) {
+            Some(e) if e.state != State::Free && e.ip == ip => hint,
+            _ => self.find(ip)?,
+        };
+        let e = &mut self.entries[slot];
+        match e.state {
+            State::Resolved | State::Refreshing => {
+                e.used = true;
+                Some((e.mac, slot))
+            }
+            State::Resolving | State::Free => None,
+        }
+    }
+
+    /// Starts resolving `ip` unless an entry exists. Returns true if a request must be sent
+    /// now. If the cache is full and no entry can be evicted, nothing happens (the caller's
+    /// frame is dropped and counted).
+    pub fn start_resolve(&mut self, now: Instant, ip: Ipv4Addr) -> bool {
+        if self.find(ip).is_some() {
+            return false;
+        }
+        let Some(slot) = self.victim() else {
+            return false;
+        };
+        self.entries[slot] = Entry {
+            ip,
+            mac: [0; 6],
+            state: State::Resolving,
+            deadline: now + self.retry,
+            retries: 1,
+            used: true,
+        };
+        self.recompute_deadline();
+        true
+    }
+
+    /// A free slot, else the resolved entry that expires first and holds no frames.
+    fn victim(&self) -> Option<usize> {
+        if let Some(i) = self.entries.iter().position(|e| e.state == State::Free) {
+            return Some(i);
+        }
+        self.entries
+            .iter()
+            .enumerate()
+            .filter(|(_, e)| matches!(e.state, State::Resolved | State::Refreshing))
+            .min_by_key(|(_, e)| e.deadline)
+            .map(|(i, _)| i)
+    }
+
+    /// Learns `ip` is at `mac` (a reply, or a request naming us). `create`: add an entry if
+    /// none exists (RFC 826: only when the packet was for us).
+    pub fn learn(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], create: bool) {
+        let slot = match self.find(ip) {
+            Some(s) => s,
+            None if create => match self.victim() {
+                Some(s) => s,
+                None => return,
+            },
+            None => return,
+        };
+        let used = self.entries[slot].used && self.entries[slot].ip == ip;
+        self.entries[slot] = Entry {
+            ip,
+            mac,
+            state: State::Resolved,
+            deadline: now + self.timeout,
+            retries: 0,
+            used,
+        };
+        self.recompute_deadline();
+    }
+
+    /// Earliest entry deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    fn recompute_deadline(&mut self) {
+        self.deadline = self
+            .entries
+            .iter()
+            .filter(|e| e.state != State::Free)
+            .map(|e| e.deadline)
+            .min();
+    }
+
+    /// Expires entries and schedules retries; `act` is told what to send or what failed.
+    pub fn handle_timeout(&mut self, now: Instant, mut act: impl FnMut(ArpAction)) {
+        match self.deadline {
+            Some(d) if d <= now => {}
+            _ => return,
+        }
+        for e in self.entries.iter_mut() {
+            if e.state == State::Free || e.deadline > now {
+                continue;
+            }
+            match e.state {
+                State::Resolved if !e.used => *e = FREE,
+                State::Resolved => {
+                    e.state = State::Refreshing;
+                    e.retries = 1;
+                    e.used = false;
+                    e.deadline = now + self.retry;
+                    act(ArpAction::Request(e.ip));
+                }
+                State::Resolving | State::Refreshing if e.retries < self.retries_max => {
+                    e.retries += 1;
+                    e.deadline = now + self.retry;
+                    act(ArpAction::Request(e.ip));
+                }
+                State::Resolving | State::Refreshing => {
+                    let ip = e.ip;
+                    *e = FREE;
+                    let mut dropped = 0;
+                    for h in self.held.iter_mut().filter(|h| h.hop == Some(ip)) {
+                        h.hop = None;
+                        dropped += 1;
+                    }
+                    self.held_count -= dropped;
+                    act(ArpAction::Failed(ip, dropped));
+                }
+                State::Free => {}
+            }
+        }
+        self.recompute_deadline();
+    }
+
+    /// Frames held for `hop`.
+    pub fn held_for(&self, hop: Ipv4Addr) -> usize {
+        self.held.iter().filter(|h| h.hop == Some(hop)).count()
+    }
+
+    /// Frames held in total.
+    pub fn held_total(&self) -> usize {
+        self.held_count
+    }
+
+    /// True if one more frame can be held for `hop`.
+    pub fn can_hold(&self, hop: Ipv4Addr) -> bool {
+        self.held_count < self.held.len() && self.held_for(hop) < self.held_per_hop
+    }
+
+    /// Holds a whole frame (its destination MAC is filled on release). False: dropped.
+    pub fn hold(&mut self, hop: Ipv4Addr, frame: &[u8]) -> bool {
+        if !self.can_hold(hop) || frame.len() > self.held_slot_len {
+            return false;
+        }
+        let Some(i) = self.held.iter().position(|h| h.hop.is_none()) else {
+            return false;
+        };
+        let start = i * self.held_slot_len;
+        self.held_bytes[start..start + frame.len()].copy_from_slice(frame);
+        self.held_seq = self.held_seq.wrapping_add(1);
+        self.held[i] = Held {
+            hop: Some(hop),
+            len: frame.len(),
+            seq: self.held_seq,
+        };
+        self.held_count += 1;
+        true
+    }
+
+    /// Copies the oldest held frame whose next hop is now resolved into `out`, with its
+    /// destination MAC filled. `Some(0)`: a frame was too long for `out` and dropped.
+    pub fn release_into(&mut self, out: &mut [u8]) -> Option<usize> {
+        if self.held_count == 0 {
+            return None;
+        }
+        let mut best: Option<(usize, [u8; 6])> = None;
+        for (i, h) in self.held.iter().enumerate() {
+            let Some(hop) = h.hop else { continue };
+            let Some(slot) = self.find(hop) else { continue };
+            let e = &self.entries[slot];
+            if !matches!(e.state, State::Resolved | State::Refreshing) {
+                continue;
+            }
+            if best.is_none_or(|(b, _)| self.held[b].seq > h.seq) {
+                best = Some((i, e.mac));
+            }
+        }
+        let (i, mac) = best?;
+        let h = self.held[i];
+        self.held[i].hop = None;
+        self.held_count -= 1;
+        let start = i * self.held_slot_len;
+        let Some(dst) = out.get_mut(..h.len) else {
+            return Some(0);
+        };
+        dst.copy_from_slice(&self.held_bytes[start..start + h.len]);
+        dst[..6].copy_from_slice(&mac);
+        Some(h.len)
+    }
+
+    /// Drops every frame held for `hop`; returns how many.
+    pub fn drop_held(&mut self, hop: Ipv4Addr) -> usize {
+        let mut n = 0;
+        for h in self.held.iter_mut().filter(|h| h.hop == Some(hop)) {
+            h.hop = None;
+            n += 1;
+        }
+        self.held_count -= n;
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+    const MAC: [u8; 6] = [2, 0, 0, 0, 0, 2];
+
+    fn cache() -> ArpCache {
+        ArpCache::new(
+            2,
+            Duration::from_secs(60),
+            Duration::from_secs(1),
+            3,
+            3,
+            2,
+            64,
+        )
+    }
+
+    #[test]
+    fn resolve_hold_release() {
+        let mut c = cache();
+        let t0 = Instant::ZERO;
+        assert_eq!(c.lookup(IP, 0), None);
+        assert!(c.start_resolve(t0, IP));
+        assert!(
+            !c.start_resolve(t0, IP),
+            "already resolving: no second request"
+        );
+        assert!(c.hold(IP, &[0xff; 20]));
+        assert!(c.hold(IP, &[0xee; 20]));
+        assert!(!c.hold(IP, &[0xdd; 20]), "per-hop bound");
+        let mut out = [0u8; 64];
+        assert_eq!(c.release_into(&mut out), None, "not resolved yet");
+        c.learn(t0, IP, MAC, false);
+        assert_eq!(c.lookup(IP, 7), Some((MAC, 0)));
+        assert_eq!(c.release_into(&mut out), Some(20));
+        assert_eq!(&out[..6], &MAC);
+        assert_eq!(out[6], 0xff, "oldest first");
+        assert_eq!(c.release_into(&mut out), Some(20));
+        assert_eq!(out[6], 0xee);
+        assert_eq!(c.release_into(&mut out), None);
+        assert_eq!(c.held_total(), 0);
+    }
+
+    #[test]
+    fn retries_then_failure() {
+        let mut c = cache();
+        assert!(c.start_resolve(Instant::ZERO, IP));
+        assert!(c.hold(IP, &[1; 14]));
+        let mut acts = Vec::new();
+        let mut t = Instant::ZERO;
+        for _ in 0..3 {
+            t = c.poll_timeout().unwrap();
+            c.handle_timeout(t, |a| acts.push(a));
+        }
+        assert_eq!(
+            acts,
+            [
+                ArpAction::Request(IP),
+                ArpAction::Request(IP),
+                ArpAction::Failed(IP, 1)
+            ]
+        );
+        assert_eq!(c.poll_timeout(), None);
+        assert_eq!(c.held_total(), 0);
+        assert_eq!(c.drop_held(IP), 0);
+        assert!(t > Instant::ZERO);
+    }
+
+    #[test]
+    fn expiry_refreshes_used_entries_and_frees_idle_ones() {
+        let mut c = cache();
+        let other = Ipv4Addr::new(10, 0, 0, 3);
+        c.learn(Instant::ZERO, IP, MAC, true);
+        c.learn(Instant::ZERO, other, MAC, true);
+        assert!(c.lookup(IP, 0).is_some());
+        let mut acts = Vec::new();
+        let t = Instant::ZERO + Duration::from_secs(60);
+        // `IP` was used since it was learnt (lookup); `other` was only learnt... also used
+        // flag false: it is freed.
+        c.handle_timeout(t, |a| acts.push(a));
+        assert_eq!(acts, [ArpAction::Request(IP)]);
+        assert!(c.lookup(IP, 0).is_some(), "still usable while refreshing");
+        assert_eq!(c.lookup(other, 1), None);
+    }
+
+    #[test]
+    fn full_cache_evicts_resolved_first_expiring() {
+        let mut c = cache();
+        c.learn(Instant(5), IP, MAC, true);
+        c.learn(Instant(9), Ipv4Addr::new(10, 0, 0, 3), MAC, true);
+        assert!(c.start_resolve(Instant(10), Ipv4Addr::new(10, 0, 0, 4)));
+        assert_eq!(c.lookup(IP, 0), None, "oldest entry evicted");
+        // Now one Resolving + one Resolved: a new resolution evicts the resolved one.
+        assert!(c.start_resolve(Instant(11), Ipv4Addr::new(10, 0, 0, 5)));
+        assert!(
+            !c.start_resolve(Instant(12), Ipv4Addr::new(10, 0, 0, 6)),
+            "full"
+        );
+    }
+
+    #[test]
+    fn learn_without_create_ignores_unknown() {
+        let mut c = cache();
+        c.learn(Instant::ZERO, IP, MAC, false);
+        assert_eq!(c.lookup(IP, 0), None);
+    }
+}

@@ -1,0 +1,304 @@
+//! Per-connection glue run after every input: TCP events, MPA events, QP requests,
+//! acknowledged FPDUs back to the QP, new ULPDUs from the QP into MPA, and retirement.
+
+use core::net::SocketAddrV4;
+
+use iwarp_mpa::{FailReason, MpaEvent, Negotiated};
+use iwarp_rdma::{LlpEvent, LlpParams, LlpRequest, LlpRole, RtrKind};
+use iwarp_tcp::{TcpEvent, TcpState};
+use iwarp_types::{ConnId, Instant, Memory, QpId, TermCode};
+use iwarp_wire::mpa::RtrType;
+
+use crate::conn::{Conn, ConnState, Role};
+use crate::engine::Core;
+use crate::event::{ConnectFailure, Event};
+
+/// Most ULPDUs moved from a QP into MPA per service pass (bounds the work per call).
+const PUMP_MAX: usize = 64;
+/// Most QP LLP requests handled per pass.
+const LLP_REQUESTS_MAX: usize = 4;
+
+fn rtr_kind(t: Option<RtrType>) -> Option<RtrKind> {
+    t.map(|t| match t {
+        RtrType::Write => RtrKind::Write,
+        RtrType::Read => RtrKind::Read,
+        RtrType::Send => RtrKind::Send,
+    })
+}
+
+impl Core {
+    /// Processes everything the layers of `conn` reported.
+    pub(crate) fn service(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
+        self.tcp_events(now, conn);
+        self.mpa_events(now, id, conn);
+        if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
+            // The inbound RTR needs nothing more from us: MPA opens its gate on the first
+            // FPDU received. Clear the one-shot flag.
+            let _ = self.rnic.qp_take_rtr_received(qp);
+            let rnic = &mut self.rnic;
+            conn.mpa
+                .released(conn.tcp.acked_offset(), |d| rnic.qp_ulpdu_acked(qp, &d));
+            for _ in 0..LLP_REQUESTS_MAX {
+                match self.rnic.qp_poll_llp_request(qp) {
+                    // The FIN must follow whatever the QP still has to send (a Terminate
+                    // in particular): `pump` closes once the QP ran dry.
+                    Some(LlpRequest::Close) => conn.close_requested = true,
+                    Some(LlpRequest::Reset) => {
+                        conn.tcp.abort(now);
+                        conn.state = ConnState::Closing;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+
+    fn tcp_events(&mut self, now: Instant, conn: &mut Conn) {
+        while let Some(ev) = conn.tcp.poll_event() {
+            match ev {
+                TcpEvent::Connected => {
+                    if conn.state == ConnState::TcpHandshake {
+                        conn.state = ConnState::MpaHandshake;
+                    }
+                }
+                TcpEvent::PeerClosed => match (conn.qp_ready, conn.qp) {
+                    (true, Some(qp)) => self.rnic.qp_llp_event(qp, LlpEvent::PeerClosed),
+                    _ => {
+                        conn.failure.get_or_insert(ConnectFailure::Reset);
+                        conn.tcp.close(now);
+                        conn.state = ConnState::Closing;
+                    }
+                },
+                TcpEvent::Closed | TcpEvent::Reset | TcpEvent::TimedOut => {
+                    let (llp, failure) = match ev {
+                        TcpEvent::Reset if conn.state == ConnState::TcpHandshake => {
+                            (LlpEvent::Reset, ConnectFailure::Refused)
+                        }
+                        TcpEvent::Reset => (LlpEvent::Reset, ConnectFailure::Reset),
+                        TcpEvent::TimedOut => {
+                            self.counters.tcp_timeouts += 1;
+                            let resolved = self
+                                .iface
+                                .arp
+                                .lookup(conn.next_hop, conn.arp_hint)
+                                .is_some();
+                            let failure = if resolved {
+                                ConnectFailure::Timeout
+                            } else {
+                                ConnectFailure::Unreachable
+                            };
+                            (LlpEvent::TimedOut, failure)
+                        }
+                        _ => (LlpEvent::Closed, ConnectFailure::Reset),
+                    };
+                    conn.failure.get_or_insert(failure);
+                    if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
+                        self.rnic.qp_llp_event(qp, llp);
+                        conn.qp_ready = false;
+                    }
+                    conn.state = ConnState::Closing;
+                }
+            }
+        }
+    }
+
+    fn mpa_events(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
+        while let Some(ev) = conn.mpa.poll_event() {
+            match ev {
+                MpaEvent::RequestReceived(info) => {
+                    conn.state = ConnState::AwaitAccept;
+                    let t = conn.tuple;
+                    let queued = self.push_event(Event::ConnectRequest {
+                        conn: id,
+                        local_port: t.local_port,
+                        remote: SocketAddrV4::new(t.remote_ip.into(), t.remote_port),
+                        private_data: info.private_data,
+                        ird: u32::from(info.ird),
+                        ord: u32::from(info.ord),
+                        p2p: info.p2p,
+                    });
+                    conn.announced = queued;
+                    if !queued {
+                        // Nobody will answer a request the caller never saw: refuse it
+                        // rather than hold the backlog slot forever.
+                        conn.reported = true;
+                        conn.tcp.abort(now);
+                        conn.state = ConnState::Closing;
+                    }
+                }
+                MpaEvent::Established(neg) => self.establish(now, id, conn, &neg),
+                MpaEvent::Rejected { private_data } => {
+                    conn.reported = true;
+                    self.counters.mpa_failures += 1;
+                    self.push_event(Event::Rejected {
+                        conn: id,
+                        private_data,
+                    });
+                    conn.tcp.close(now);
+                    conn.state = ConnState::Closing;
+                }
+                MpaEvent::Failed(f) => {
+                    self.counters.mpa_failures += 1;
+                    if f.reason == FailReason::Crc {
+                        self.counters.mpa_crc_errors += 1;
+                    }
+                    match (conn.qp_ready, conn.qp, f.term) {
+                        (true, Some(qp), Some(code)) => self.rnic.qp_terminate(qp, code),
+                        (true, Some(qp), None) => {
+                            self.rnic.qp_terminate(qp, TermCode::LLP_LOCAL_CATASTROPHIC)
+                        }
+                        _ => {
+                            let reason = match f.reason {
+                                FailReason::Timeout => self.timeout_reason(conn),
+                                _ => ConnectFailure::Mpa(
+                                    f.term.unwrap_or(TermCode::LLP_INVALID_REQ_RESP),
+                                ),
+                            };
+                            conn.failure.get_or_insert(reason);
+                            conn.tcp.abort(now);
+                            conn.state = ConnState::Closing;
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// A timeout before RDMA mode: `Unreachable` if the next hop never answered ARP.
+    fn timeout_reason(&mut self, conn: &Conn) -> ConnectFailure {
+        if self
+            .iface
+            .arp
+            .lookup(conn.next_hop, conn.arp_hint)
+            .is_some()
+        {
+            ConnectFailure::Timeout
+        } else {
+            ConnectFailure::Unreachable
+        }
+    }
+
+    /// MPA entered FPDU mode: the QP goes to RTS with the negotiated parameters.
+    fn establish(&mut self, now: Instant, id: ConnId, conn: &mut Conn, neg: &Negotiated) {
+        let Some(qp) = conn.qp else {
+            conn.tcp.abort(now);
+            conn.state = ConnState::Closing;
+            return;
+        };
+        let (role, rtr) = match conn.role {
+            Role::Active => (LlpRole::Initiator, rtr_kind(neg.send_rtr)),
+            Role::Passive => (LlpRole::Responder, rtr_kind(neg.await_rtr)),
+        };
+        // What we offered was capped by the QP's attributes; cap again in case the peer's
+        // answer raised it (our ORD never exceeds our offer, nor our IRD).
+        let (ird, ord) = match self.rnic.query_qp(qp) {
+            Ok(i) => (
+                u32::from(neg.ird).min(i.attr.ird),
+                u32::from(neg.ord).min(i.attr.ord),
+            ),
+            Err(_) => (u32::from(neg.ird), u32::from(neg.ord)),
+        };
+        let params = LlpParams {
+            ird,
+            ord,
+            role,
+            rtr,
+        };
+        match self.rnic.qp_establish(qp, id, params) {
+            Ok(()) => {
+                conn.qp_ready = true;
+                conn.established = true;
+                conn.state = ConnState::Rdma;
+                self.counters.conns_established += 1;
+                let private_data = neg.private_data;
+                self.push_event(Event::Established {
+                    conn: id,
+                    qp,
+                    private_data,
+                });
+            }
+            Err(_) => {
+                conn.failure.get_or_insert(ConnectFailure::Aborted);
+                conn.tcp.abort(now);
+                conn.state = ConnState::Closing;
+            }
+        }
+    }
+
+    /// Moves ULPDUs from the QP into MPA while TCP can send them.
+    pub(crate) fn pump(&mut self, now: Instant, conn: &mut Conn, mem: &dyn Memory) {
+        let (true, Some(qp)) = (conn.qp_ready, conn.qp) else {
+            return;
+        };
+        let mut dry = true;
+        if matches!(
+            conn.tcp.state(),
+            TcpState::Established | TcpState::CloseWait
+        ) {
+            dry = self.pump_qp(now, conn, qp, mem);
+        }
+        if dry && conn.close_requested {
+            conn.close_requested = false;
+            conn.tcp.close(now);
+            conn.state = ConnState::Closing;
+        }
+    }
+
+    /// Moves ULPDUs of `qp` into MPA; true if the QP has nothing more to send now.
+    fn pump_qp(&mut self, now: Instant, conn: &mut Conn, qp: QpId, mem: &dyn Memory) -> bool {
+        let max = conn.mpa.max_ulpdu_len(conn.tcp.eff_mss());
+        for _ in 0..PUMP_MAX {
+            // Keep about one window of FPDUs queued ahead of TCP: enough to fill it,
+            // not so much that completions lag.
+            let sent = conn.tx_sent_max.max(conn.tcp.acked_offset());
+            let unsent = conn.mpa.end_offset().saturating_sub(sent);
+            let target = conn.tcp.send_window_room().max(max) as u64;
+            if unsent >= target || conn.mpa.tx_room() == 0 {
+                return false;
+            }
+            let Some((desc, len)) = self.rnic.qp_next_ulpdu(qp, max, mem) else {
+                return true;
+            };
+            if desc.is_terminate() {
+                self.counters.terminates_sent += 1;
+            }
+            if conn.mpa.push_ulpdu(desc, len).is_err() {
+                // There was room and `len <= max`: a failure is a bug in a layer. Stop the
+                // stream rather than lose the segment silently.
+                self.counters.mpa_failures += 1;
+                self.rnic.qp_terminate(qp, TermCode::LLP_LOCAL_CATASTROPHIC);
+                conn.tcp.abort(now);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// A connection left the table: release what it held and tell the caller.
+    pub(crate) fn retire(&mut self, id: ConnId, conn: Conn) {
+        self.counters.conns_closed += 1;
+        self.retired_retransmits += conn.tcp.counters().retransmits;
+        if let Some(port) = conn.backlog_port {
+            self.listeners.release_slot(port);
+        }
+        if let Some(qp) = conn.qp {
+            if self.qp_conns.get(&qp) == Some(&id) {
+                self.qp_conns.remove(&qp);
+            }
+            if conn.qp_ready {
+                self.rnic.qp_llp_event(qp, LlpEvent::Closed);
+            }
+            if conn.established {
+                self.push_event(Event::Disconnected { conn: id, qp });
+                return;
+            }
+        }
+        // The caller knows this connection (it connected, or saw its ConnectRequest) and
+        // has not been told how it ended.
+        let known = conn.role == Role::Active || conn.announced;
+        if known && !conn.reported {
+            let reason = conn.failure.unwrap_or(ConnectFailure::Reset);
+            self.push_event(Event::ConnectFailed { conn: id, reason });
+        }
+    }
+}

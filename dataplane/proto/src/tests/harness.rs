@@ -1,0 +1,217 @@
+//! Two engines and their memories, connected by a lossless zero-delay wire.
+
+use core::net::Ipv4Addr;
+
+use iwarp_rdma::{mem::MrAttr, QpAttr};
+use iwarp_types::{Access, CqId, Cqe, Duration, Instant, QpId, RegionId, Stag, VecMemory};
+
+use crate::{Engine, EngineConfig, Event};
+
+/// Arena size of each node.
+pub const ARENA_LEN: usize = 1 << 20;
+
+/// One engine with a PD, a CQ, a QP and one MR over its whole arena.
+pub struct Node {
+    pub eng: Engine,
+    pub mem: VecMemory,
+    pub region: RegionId,
+    pub cq: CqId,
+    pub qp: QpId,
+    pub mr: Stag,
+    pub events: Vec<Event>,
+    pub frames_out: Vec<Vec<u8>>,
+}
+
+pub fn config(last: u8) -> EngineConfig {
+    EngineConfig {
+        mac: [0x02, 0, 0, 0, 0, last],
+        ipv4: Ipv4Addr::new(10, 0, 0, last),
+        isn_secret: [last; 16],
+        stag_seed: u64::from(last),
+        ..EngineConfig::default()
+    }
+}
+
+impl Node {
+    pub fn new(last: u8) -> Node {
+        Node::with_config(config(last))
+    }
+
+    pub fn with_config(cfg: EngineConfig) -> Node {
+        let mut eng = Engine::new(cfg);
+        let mut mem = VecMemory::new();
+        let region = mem.add_arena(ARENA_LEN);
+        let r = eng.rnic_mut();
+        let pd = r.alloc_pd().unwrap();
+        let (cq, _) = r.create_cq(256).unwrap();
+        let (qp, _) = r
+            .create_qp(&QpAttr {
+                pd,
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                sq_depth: 64,
+                rq_depth: 64,
+                max_send_sge: 4,
+                max_recv_sge: 4,
+                ord: 8,
+                ird: 8,
+                inbound_read: true,
+                inbound_write: true,
+                bind_enabled: false,
+                privileged: false,
+            })
+            .unwrap();
+        let access =
+            Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE;
+        let mr = r
+            .reg_mr(
+                &MrAttr {
+                    pd,
+                    region,
+                    region_offset: 0,
+                    len: ARENA_LEN as u64,
+                    va: 0,
+                    zero_based: true,
+                    access,
+                    key: 0x11,
+                    remote_access_flag: true,
+                },
+                Some(ARENA_LEN as u64),
+            )
+            .unwrap();
+        Node {
+            eng,
+            mem,
+            region,
+            cq,
+            qp,
+            mr,
+            events: Vec::new(),
+            frames_out: Vec::new(),
+        }
+    }
+
+    /// Drains transmit (into `frames_out`) and events.
+    pub fn drain(&mut self, now: Instant) {
+        let mut buf = [0u8; 1514];
+        let mut guard = 0;
+        while let Some(n) = self.eng.poll_transmit(now, &mut buf, &self.mem) {
+            self.frames_out.push(buf[..n].to_vec());
+            guard += 1;
+            assert!(guard < 100_000, "poll_transmit never returns None");
+        }
+        while let Some(ev) = self.eng.poll_event() {
+            self.events.push(ev);
+        }
+    }
+
+    pub fn completions(&mut self) -> Vec<Cqe> {
+        let mut out = [Cqe {
+            wr_id: 0,
+            status: iwarp_types::WcStatus::Success,
+            opcode: iwarp_types::WcOpcode::Send,
+            byte_len: 0,
+            qp: QpId(0),
+            invalidated: None,
+            solicited: false,
+        }; 64];
+        let n = self.eng.rnic_mut().poll_cq(self.cq, &mut out).unwrap();
+        out[..n].to_vec()
+    }
+
+    pub fn fill(&mut self, offset: usize, data: &[u8]) {
+        self.mem.arena_mut(self.region)[offset..offset + data.len()].copy_from_slice(data);
+    }
+
+    pub fn bytes(&self, offset: usize, len: usize) -> &[u8] {
+        &self.mem.arena(self.region)[offset..offset + len]
+    }
+
+    pub fn take_events(&mut self) -> Vec<Event> {
+        core::mem::take(&mut self.events)
+    }
+}
+
+/// A wire impairment: sees (and may change) each frame; `false` drops it.
+pub type Filter = Box<dyn FnMut(&mut Vec<u8>) -> bool>;
+
+/// Two nodes and virtual time.
+pub struct Pair {
+    pub a: Node,
+    pub b: Node,
+    pub now: Instant,
+    /// Impairment of frames from A to B.
+    pub a_to_b: Filter,
+}
+
+impl Pair {
+    pub fn new() -> Pair {
+        Pair {
+            a: Node::new(1),
+            b: Node::new(2),
+            now: Instant::ZERO,
+            a_to_b: Box::new(|_| true),
+        }
+    }
+
+    /// Runs (advancing time when quiet) until `done` holds. Panics if it never does.
+    pub fn run_until(&mut self, mut done: impl FnMut(&mut Pair) -> bool) {
+        for _ in 0..1_000 {
+            self.run(false);
+            if done(self) {
+                return;
+            }
+            let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            let Some(t) = next else { break };
+            self.now = t.max(self.now);
+            self.a.eng.handle_timeout(self.now, &mut self.a.mem);
+            self.b.eng.handle_timeout(self.now, &mut self.b.mem);
+        }
+        self.run(false);
+        assert!(done(self), "condition never reached");
+    }
+
+    /// Moves frames until both sides are quiet; advances time to timers only if
+    /// `advance` and nothing is in flight. Bounded.
+    pub fn run(&mut self, advance: bool) {
+        for _ in 0..10_000 {
+            self.a.drain(self.now);
+            self.b.drain(self.now);
+            let fa = core::mem::take(&mut self.a.frames_out);
+            let fb = core::mem::take(&mut self.b.frames_out);
+            if fa.is_empty() && fb.is_empty() {
+                // Quiet: handle timers already due (delayed ACKs at `now`).
+                if !advance {
+                    return;
+                }
+                let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min();
+                match next {
+                    Some(t) if t <= self.now + Duration::from_secs(600) => {
+                        self.now = t.max(self.now);
+                        self.a.eng.handle_timeout(self.now, &mut self.a.mem);
+                        self.b.eng.handle_timeout(self.now, &mut self.b.mem);
+                    }
+                    _ => return,
+                }
+                continue;
+            }
+            self.now += Duration::from_micros(10);
+            for mut f in fa {
+                if (self.a_to_b)(&mut f) {
+                    self.b.eng.handle_frame(self.now, &f, &mut self.b.mem);
+                }
+            }
+            for f in fb {
+                self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
+            }
+        }
+        panic!("pair did not settle");
+    }
+}

@@ -1,0 +1,6 @@
+//! Engine tests: single-engine behaviour on literal frames, and two engines wired back to
+//! back by a tiny in-test loop.
+
+mod b2b;
+mod harness;
+mod single;
