@@ -273,6 +273,9 @@ impl<D> MpaConn<D> {
                     }
                     data = &[];
                     if let Err(f) = r {
+                        // A failed first FPDU was still received: the Terminate that answers
+                        // it may go out (RFC 5044 7.1.2 only holds FPDUs back before then).
+                        self.tx.open_gate();
                         self.hs.set_failed();
                         self.events.push(MpaEvent::Failed(f));
                     }

@@ -349,6 +349,26 @@ fn responder_holds_fpdus_until_first_received() {
 }
 
 #[test]
+fn responder_may_answer_a_bad_first_fpdu_with_a_terminate() {
+    let mut p = Pair::new(&MpaConfig::default(), &MpaConfig::default(), b"");
+    p.establish(b"", 1, 1);
+    assert!(p.r.negotiated().unwrap().crc);
+    let reply_end = p.r_sent;
+    p.isrc.ulpdus.insert(1, ulpdu(20, 1));
+    p.i.push_ulpdu(1, 20).unwrap();
+    let start = p.i_sent;
+    let mut stream = drain(&mut p.i, &mut p.isrc, &mut p.i_sent);
+    stream[8] ^= 0x40;
+    p.r.rx(&mut p.rsink).deliver(start, &stream);
+    assert!(p.rsink.got.is_empty(), "a corrupt FPDU is never handed on");
+    expect_failed(&mut p.r, FailReason::Crc, Some(TermCode::LLP_CRC));
+    // The Terminate the engine now queues is not held back.
+    p.rsrc.ulpdus.insert(9, ulpdu(28, 9));
+    p.r.push_ulpdu(9, 28).unwrap();
+    assert!(p.r.end_offset() > reply_end);
+}
+
+#[test]
 fn stream_gap_and_duplicates() {
     let (mut p, want) = pair_with(false, CrcPolicy::Request, &[22, 22]);
     let start = p.i_sent;
