@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs every test of the project: unit tests, simulator scenarios, the randomized
+# simulation suite, fuzz corpus replay, the capture test vectors and the pcap check.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+start=$(date +%s)
+cargo build --workspace --all-targets
+cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log
+bash scripts/sim-pcap.sh target/sim-session.pcap
+echo "test-all: finished in $(( $(date +%s) - start )) s"

@@ -1,0 +1,252 @@
+//! TCP under impairment: heavy loss, reordering and duplication, a slow bottleneck with a
+//! small queue, corruption that only the MPA CRC can catch, and an MTU black hole.
+
+use iwarp_mpa::CrcPolicy;
+use iwarp_proto::Event;
+use iwarp_sim::host::{Pair, PairOptions};
+use iwarp_sim::link::{CorruptRegion, LinkConfig};
+use iwarp_sim::rng::{seed_or_fresh, SeedGuard};
+use iwarp_types::{
+    AsyncEventKind, Duration, QpState, RecvWr, SendFlags, SendOp, SendWr, TermCode, WcStatus,
+};
+
+fn guard(name: &'static str) -> (u64, SeedGuard) {
+    let seed = seed_or_fresh();
+    (seed, SeedGuard::new(seed, name))
+}
+
+#[test]
+fn one_mib_write_under_five_percent_loss() {
+    let (seed, _g) = guard("one_mib_write_under_five_percent_loss");
+    let mut p = Pair::new(
+        seed,
+        PairOptions {
+            arena_len: 4 << 20,
+            ..PairOptions::default()
+        },
+    );
+    let (a, b) = (p.a, p.b);
+    p.sim.set_all_links(LinkConfig {
+        loss: 0.05,
+        reorder: 0.02,
+        duplicate: 0.02,
+        swap: 0.02,
+        ..LinkConfig::default()
+    });
+    let data = p.fill_random(a, 0, 1 << 20);
+    let w = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_to: 1 << 21,
+            rkey: b.mr,
+        },
+        sgl: a.sgl(0, 1 << 20),
+        flags: SendFlags::SIGNALED,
+    };
+    p.host(a).post_send(a.qp, &w).unwrap();
+    let ca = p.wait_cqes(a, 1, Duration::from_secs(600));
+    assert_eq!(ca[0].status, WcStatus::Success, "{ca:?}");
+    assert_eq!(p.bytes(b, 1 << 21, 1 << 20), &data[..]);
+    let links = p.sim.link_totals();
+    assert!(links.lost > 10, "{links:?}");
+    assert!(p.host(a).counters().tcp_retransmissions > 0);
+}
+
+#[test]
+fn message_order_survives_loss_reordering_and_duplication() {
+    let (seed, _g) = guard("message_order_survives_loss_reordering_and_duplication");
+    let link = LinkConfig {
+        loss: 0.03,
+        reorder: 0.1,
+        swap: 0.05,
+        duplicate: 0.05,
+        jitter: Duration::from_micros(20),
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::new(
+        seed,
+        PairOptions {
+            link,
+            ..PairOptions::default()
+        },
+    );
+    let (a, b) = (p.a, p.b);
+    let n = 60u64;
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let len = 1 + (i as usize * 397) % 5000;
+        sent.push(p.fill_random(a, (i * 8192) as usize, len));
+        p.host(b)
+            .post_recv(
+                b.qp,
+                &RecvWr {
+                    wr_id: i,
+                    sgl: b.sgl(i * 8192, 8192),
+                },
+            )
+            .unwrap();
+        let s = SendWr {
+            wr_id: i,
+            op: SendOp::Send,
+            sgl: a.sgl(i * 8192, len as u32),
+            flags: SendFlags::SIGNALED,
+        };
+        p.host(a).post_send(a.qp, &s).unwrap();
+    }
+    let cb = p.wait_cqes(b, n as usize, Duration::from_secs(600));
+    for (i, c) in cb.iter().enumerate() {
+        assert_eq!(
+            (c.wr_id, c.status),
+            (i as u64, WcStatus::Success),
+            "in order: {c:?}"
+        );
+        assert_eq!(c.byte_len as usize, sent[i].len());
+        assert_eq!(p.bytes(b, i * 8192, sent[i].len()), &sent[i][..]);
+    }
+    let ca = p.wait_cqes(a, n as usize, Duration::from_secs(60));
+    assert!(ca
+        .iter()
+        .enumerate()
+        .all(|(i, c)| c.wr_id == i as u64 && c.status == WcStatus::Success));
+}
+
+#[test]
+fn slow_bottleneck_with_tail_drop() {
+    let (seed, _g) = guard("slow_bottleneck_with_tail_drop");
+    let link = LinkConfig {
+        bandwidth_bps: 100_000_000,
+        queue_frames: 8,
+        delay: Duration::from_micros(200),
+        ..LinkConfig::default()
+    };
+    let mut p = Pair::new(
+        seed,
+        PairOptions {
+            link,
+            arena_len: 4 << 20,
+            ..PairOptions::default()
+        },
+    );
+    let (a, b) = (p.a, p.b);
+    let data = p.fill_random(a, 0, 2 << 20);
+    let w = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_to: 0,
+            rkey: b.mr,
+        },
+        sgl: a.sgl(0, 2 << 20),
+        flags: SendFlags::SIGNALED,
+    };
+    p.host(a).post_send(a.qp, &w).unwrap();
+    let start = p.sim.now();
+    let ca = p.wait_cqes(a, 1, Duration::from_secs(600));
+    assert_eq!(ca[0].status, WcStatus::Success, "{ca:?}");
+    assert_eq!(p.bytes(b, 0, 2 << 20), &data[..]);
+    // 2 MiB at 100 Mbit/s takes at least 168 ms.
+    assert!(p.sim.now() - start >= Duration::from_millis(168));
+    let links = p.sim.link_totals();
+    eprintln!(
+        "bottleneck: {:?} in {} ms",
+        links,
+        (p.sim.now() - start).as_millis()
+    );
+}
+
+#[test]
+fn corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc() {
+    let (seed, _g) = guard("corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc");
+    // Checksum offload: the engines neither fill nor verify TCP checksums, so only the
+    // MPA CRC stands between flipped payload bits and the destination memory.
+    let opts = PairOptions {
+        engine: |_, c| {
+            c.checksum_offload = true;
+            c.mpa.crc = CrcPolicy::Request;
+        },
+        ..PairOptions::default()
+    };
+    let mut p = Pair::new(seed, opts);
+    let (a, b) = (p.a, p.b);
+    let data = p.fill_random(a, 0, 200_000);
+    p.sim.uplink(0).set_config(LinkConfig {
+        corrupt: 0.05,
+        corrupt_region: CorruptRegion::TcpPayload,
+        corrupt_bits_max: 3,
+        ..LinkConfig::default()
+    });
+    let w = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_to: 0,
+            rkey: b.mr,
+        },
+        sgl: a.sgl(0, 200_000),
+        flags: SendFlags::SIGNALED,
+    };
+    p.host(a).post_send(a.qp, &w).unwrap();
+    let want = AsyncEventKind::TerminateReceived(TermCode::LLP_CRC);
+    let r = p.sim.try_run_until(Duration::from_secs(60), |s| {
+        s.events(0)
+            .iter()
+            .any(|e| matches!(e, Event::Async(ev) if ev.kind == want))
+    });
+    assert!(
+        r.is_ok(),
+        "{r:?}: events a={:?} b={:?}",
+        p.sim.events(0),
+        p.sim.events(1)
+    );
+    assert!(p.host(b).counters().mpa_crc_errors >= 1);
+    assert!(p.sim.events(1).iter().any(|e| matches!(e, Event::Async(ev) if ev.kind == AsyncEventKind::LlpIntegrityError(TermCode::LLP_CRC))), "{:?}", p.sim.events(1));
+    // Every byte placed is a byte sent: a prefix of whole verified FPDUs at most.
+    let got = p.bytes(b, 0, 200_000);
+    for (i, (g, d)) in got.iter().zip(&data).enumerate() {
+        assert!(
+            *g == *d || *g == 0,
+            "byte {i}: placed {g:#04x}, sent {d:#04x}"
+        );
+    }
+    p.sim.run_until(Duration::from_secs(300), |s| {
+        s.node(1).qp_state(b.qp) != QpState::Rts
+    });
+}
+
+#[test]
+fn mtu_black_hole_loses_the_connection() {
+    let (seed, _g) = guard("mtu_black_hole_loses_the_connection");
+    let opts = PairOptions {
+        engine: |_, c| c.tcp.max_retries = 4,
+        ..PairOptions::default()
+    };
+    let mut p = Pair::new(seed, opts);
+    let (a, b) = (p.a, p.b);
+    // The link now carries at most 1000-byte packets: full-size segments vanish.
+    p.sim.set_all_links(LinkConfig {
+        mtu: 1000,
+        ..LinkConfig::default()
+    });
+    let w = SendWr {
+        wr_id: 1,
+        op: SendOp::Write {
+            remote_to: 0,
+            rkey: b.mr,
+        },
+        sgl: a.sgl(0, 50_000),
+        flags: SendFlags::SIGNALED,
+    };
+    p.host(a).post_send(a.qp, &w).unwrap();
+    p.sim.run_until(Duration::from_secs(3600), |s| {
+        s.node(0).qp_state(a.qp) == QpState::Error
+    });
+    assert!(p.sim.link_totals().mtu_dropped > 0);
+    assert!(
+        p.sim
+            .events(0)
+            .iter()
+            .any(|e| matches!(e, Event::Async(ev) if ev.kind == AsyncEventKind::LlpConnectionLost)),
+        "{:?}",
+        p.sim.events(0)
+    );
+    let ca = p.wait_cqes(a, 1, Duration::from_secs(10));
+    assert_ne!(ca[0].status, WcStatus::Success, "{ca:?}");
+}
