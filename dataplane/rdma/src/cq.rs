@@ -47,6 +47,7 @@ pub struct Cq {
     users: u32,
     overflowing: bool,
     overflows: u64,
+    handler: u32,
 }
 
 impl Cq {
@@ -58,6 +59,7 @@ impl Cq {
             users: 0,
             overflowing: false,
             overflows: 0,
+            handler: 0,
         }
     }
 
@@ -138,6 +140,15 @@ impl Cq {
     /// Number of work queues reporting to this CQ.
     pub fn users(&self) -> u32 {
         self.users
+    }
+
+    /// Completion Event Handler identifier given at create (verbs 9.2.3.1); 0 for none.
+    pub fn handler(&self) -> u32 {
+        self.handler
+    }
+
+    pub(crate) fn set_handler(&mut self, ceh: u32) {
+        self.handler = ceh;
     }
 
     /// Number of CQEs refused because the CQ was full.

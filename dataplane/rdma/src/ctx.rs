@@ -57,6 +57,8 @@ pub(crate) struct Ctx<'a> {
     pub arenas: Option<&'a dyn Memory>,
     /// A completion could not be queued (CQ full or gone) during this call.
     pub cq_error: bool,
+    /// The QP's PD holds other QPs too (and the strict remote-invalidate rule applies).
+    pub multi_stream_pd: bool,
 }
 
 impl Ctx<'_> {
@@ -88,9 +90,19 @@ impl Ctx<'_> {
         });
     }
 
-    /// Checks a local SGE for `need` on a QP of `pd` (STag 0 is refused: this engine has
-    /// no physical addressing).
-    pub(crate) fn resolve_local(&self, sge: &Sge, need: Access, pd: PdId) -> Result<Loc, WcStatus> {
+    /// Checks a local SGE for `need` on a QP of `pd`. STag 0 is allowed only on a
+    /// `privileged` QP and is checked against the arena lengths of `arenas` (verbs 7.2.1).
+    pub(crate) fn resolve_local(
+        &self,
+        sge: &Sge,
+        need: Access,
+        pd: PdId,
+        privileged: bool,
+        arenas: Option<&dyn Memory>,
+    ) -> Result<Loc, WcStatus> {
+        if sge.lkey == Stag::ZERO && sge.length > 0 {
+            return crate::mem::resolve_stag0(sge, privileged, arenas.or(self.arenas));
+        }
         self.mem.resolve_local(pd, sge, need)
     }
 
@@ -114,7 +126,8 @@ impl Ctx<'_> {
         qp: QpId,
         pd: PdId,
     ) -> Result<(), TermCode> {
-        self.mem.invalidate_remote(qp, pd, stag)
+        self.mem
+            .invalidate_remote_on_stream(qp, pd, stag, self.multi_stream_pd)
     }
 
     /// Invalidate Local STag (WR, or after a Read with Invalidate Local STag).

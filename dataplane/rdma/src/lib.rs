@@ -25,4 +25,4 @@ pub use qp::{
     LlpEvent, LlpParams, LlpRequest, LlpRole, QpAttr, QpCounters, QpInfo, QpModify, RtrKind,
     TermRecord, TxUlpdu,
 };
-pub use rnic::{Rnic, RnicConfig, RnicLimits};
+pub use rnic::{Rnic, RnicAttr, RnicConfig, RnicLimits};

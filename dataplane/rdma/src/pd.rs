@@ -10,6 +10,9 @@ use iwarp_types::{PdId, VerbError};
 
 struct Pd {
     users: u32,
+    /// QPs (LLP streams) in the PD: more than one means every region of the PD is
+    /// shared on multiple streams (RFC 5040 8.1.1 #7).
+    qps: u32,
 }
 
 /// The bounded table of protection domains of one engine.
@@ -28,7 +31,7 @@ impl PdTable {
     /// Allocate PD: a new, unused PD.
     pub fn alloc(&mut self) -> Result<PdId, VerbError> {
         self.pds
-            .insert(Pd { users: 0 })
+            .insert(Pd { users: 0, qps: 0 })
             .map(PdId)
             .ok_or(VerbError::InsufficientResources)
     }
@@ -66,6 +69,25 @@ impl PdTable {
         if let Some(p) = self.pds.get_mut(pd.0) {
             p.users = p.users.saturating_sub(1);
         }
+    }
+
+    /// Records a QP created in `pd` (after [`PdTable::acquire`]).
+    pub fn add_qp(&mut self, pd: PdId) {
+        if let Some(p) = self.pds.get_mut(pd.0) {
+            p.qps = p.qps.saturating_add(1);
+        }
+    }
+
+    /// Records a QP of `pd` destroyed.
+    pub fn remove_qp(&mut self, pd: PdId) {
+        if let Some(p) = self.pds.get_mut(pd.0) {
+            p.qps = p.qps.saturating_sub(1);
+        }
+    }
+
+    /// Number of QPs in `pd` (0 if it does not exist).
+    pub fn qps(&self, pd: PdId) -> u32 {
+        self.pds.get(pd.0).map_or(0, |p| p.qps)
     }
 
     /// Number of objects in `pd` (`None` if it does not exist).

@@ -44,6 +44,8 @@ pub struct RnicLimits {
     pub max_async_events: u32,
     /// Capacity of the CQ notification queue (overflow is counted).
     pub max_cq_events: u32,
+    /// Maximum number of Completion Event Handler identifiers (verbs 9.4.1; at least 1).
+    pub max_cehs: u32,
 }
 
 impl Default for RnicLimits {
@@ -63,8 +65,38 @@ impl Default for RnicLimits {
             max_stags: 65536,
             max_async_events: 1024,
             max_cq_events: 4096,
+            max_cehs: 64,
         }
     }
+}
+
+/// Query RNIC (verbs 9.2.1.2): the limits plus the capabilities the verbs ask about.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RnicAttr {
+    /// Vendor-specific information.
+    pub vendor: &'static str,
+    /// Every numeric maximum (QPs, WRs, SGEs for Send-type, Receive and Write WRs alike,
+    /// CQs, CQEs, CEHs, PDs, STags counting regions and windows, SRQs, per-QP IRD/ORD).
+    pub limits: RnicLimits,
+    /// Inbound Read Requests pooled across QPs: 0, IRD resources are per QP.
+    pub ird_pool_total: u32,
+    /// Outbound Read Requests pooled across QPs: 0, ORD resources are per QP.
+    pub ord_pool_total: u32,
+    /// IRD may be modified after creation (Idle; RTS with no inbound Read outstanding).
+    pub can_modify_ird: bool,
+    /// ORD may be increased after creation.
+    pub can_increase_ord: bool,
+    /// SQ/RQ depths may be modified after creation.
+    pub can_resize_wq: bool,
+    /// Physical Buffer Lists: none. Regions name caller arenas by offset and length
+    /// (byte granular), so neither Page List nor Block List mode applies.
+    pub physical_buffer_lists: bool,
+    /// Shared receive queues are supported.
+    pub srq: bool,
+    /// SRQ WQEs are taken in arrival order (verbs 10.4.3 recommends it).
+    pub srq_arrival_order: bool,
+    /// CQ overflow is detected and reported.
+    pub cq_overflow_detection: bool,
 }
 
 /// Construction parameters of an [`Rnic`].
@@ -86,6 +118,11 @@ pub struct Rnic {
     pub(crate) qps: Slab<Qp>,
     pub(crate) events: BoundedQueue<AsyncEvent>,
     pub(crate) cq_events: BoundedQueue<CqId>,
+    /// Registered Completion Event Handler identifiers.
+    pub(crate) cehs: Slab<()>,
+    /// Remote invalidation of regions whose PD holds several QPs is allowed (relaxes
+    /// RFC 5040 8.1.1 #7 to verbs 7.8).
+    pub(crate) remote_inv_shared_pd: bool,
 }
 
 impl Rnic {
@@ -109,6 +146,34 @@ impl Rnic {
             qps: Slab::new(limits.max_qps as usize),
             events: BoundedQueue::new(limits.max_async_events as usize),
             cq_events: BoundedQueue::new(limits.max_cq_events as usize),
+            cehs: Slab::new(limits.max_cehs.max(1) as usize),
+            remote_inv_shared_pd: false,
+        }
+    }
+
+    /// RFC 5040 8.1.1 #7 (the default, `false`): a Send with Invalidate may not
+    /// invalidate a region whose PD holds more than one QP, since such a region is shared
+    /// on multiple streams (Terminate 0x0109 "STag cannot be invalidated"); windows bound
+    /// to the QP are unaffected. `true` applies only the looser verbs 7.8 rule (same PD),
+    /// for consumers that share a PD across connections and rely on remote invalidation.
+    pub fn allow_remote_invalidate_in_shared_pd(&mut self, allow: bool) {
+        self.remote_inv_shared_pd = allow;
+    }
+
+    /// Query RNIC: every attribute of verbs 9.2.1.2.
+    pub fn query_rnic(&self) -> RnicAttr {
+        RnicAttr {
+            vendor: concat!("iwarp-rdma ", env!("CARGO_PKG_VERSION")),
+            limits: self.limits,
+            ird_pool_total: 0,
+            ord_pool_total: 0,
+            can_modify_ird: true,
+            can_increase_ord: true,
+            can_resize_wq: true,
+            physical_buffer_lists: false,
+            srq: self.limits.max_srqs > 0,
+            srq_arrival_order: true,
+            cq_overflow_detection: true,
         }
     }
 
@@ -147,10 +212,14 @@ impl Rnic {
             srqs,
             events,
             cq_events,
+            pds,
+            remote_inv_shared_pd,
             ..
         } = self;
         let q = qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        let multi_stream_pd = !*remote_inv_shared_pd && pds.qps(q.attr.pd) > 1;
         let mut ctx = Ctx {
+            multi_stream_pd,
             mem,
             cqs,
             srqs,
@@ -183,6 +252,49 @@ impl Rnic {
     /// Create CQ with at least `depth` entries; returns it and the allocated depth.
     pub fn create_cq(&mut self, depth: u32) -> Result<(CqId, u32), VerbError> {
         self.cqs.create(depth as usize).map(|(c, d)| (c, d as u32))
+    }
+
+    /// Set Completion Event Handler, register case (verbs 9.4.1): a new non-zero
+    /// identifier to name at Create CQ. The handler itself is the caller's: CQ events
+    /// come out of [`Rnic::poll_cq_event`] and [`Rnic::query_cq_handler`] names the
+    /// handler of each CQ. `InsufficientResources` beyond `max_cehs`.
+    pub fn register_cq_event_handler(&mut self) -> Result<u32, VerbError> {
+        self.cehs.insert(()).ok_or(VerbError::InsufficientResources)
+    }
+
+    /// Set Completion Event Handler, clear case: the identifier is released. CQs created
+    /// with it keep reporting it (verbs 9.4.1: the RI need not disassociate them).
+    /// `InvalidModifier` for an unknown identifier.
+    pub fn clear_cq_event_handler(&mut self, ceh: u32) -> Result<(), VerbError> {
+        self.cehs
+            .remove(ceh)
+            .map(|_| ())
+            .ok_or(VerbError::InvalidModifier)
+    }
+
+    /// Create CQ bound to Completion Event Handler `ceh` (0: none; verbs 9.2.3.1).
+    /// `InvalidModifier` ("Invalid CEH Identifier") if `ceh` is not registered.
+    pub fn create_cq_with_handler(
+        &mut self,
+        depth: u32,
+        ceh: u32,
+    ) -> Result<(CqId, u32), VerbError> {
+        if ceh != 0 && self.cehs.get(ceh).is_none() {
+            return Err(VerbError::InvalidModifier);
+        }
+        let (cq, d) = self.create_cq(depth)?;
+        if let Some(c) = self.cqs.get_mut(cq) {
+            c.set_handler(ceh);
+        }
+        Ok((cq, d))
+    }
+
+    /// Query CQ, second output: the Completion Event Handler identifier (0: none).
+    pub fn query_cq_handler(&self, cq: CqId) -> Result<u32, VerbError> {
+        self.cqs
+            .get(cq)
+            .map(|c| c.handler())
+            .ok_or(VerbError::InvalidCq)
     }
 
     /// Query CQ: the allocated depth.

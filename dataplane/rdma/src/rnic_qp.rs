@@ -15,6 +15,17 @@ impl Rnic {
     /// Create QP (verbs 9.2.5.1): a QP in Idle. Returns its id and the attributes as
     /// allocated (depths at least 1).
     pub fn create_qp(&mut self, attr: &QpAttr) -> Result<(QpId, QpAttr), VerbError> {
+        self.create_qp_with_rq_limit(attr, 0)
+    }
+
+    /// Create QP with a QP RQ Limit (verbs 6.3.8, 9.2.5.1; QPs with an SRQ only): a
+    /// non-zero limit is armed at creation. `InvalidModifier` for a limit on a QP without
+    /// an SRQ, `LimitOutOfRange` above the SRQ's size.
+    pub fn create_qp_with_rq_limit(
+        &mut self,
+        attr: &QpAttr,
+        rq_limit: u32,
+    ) -> Result<(QpId, QpAttr), VerbError> {
         let lim = self.limits;
         if !self.pds.contains(attr.pd) {
             return Err(VerbError::InvalidPd);
@@ -22,10 +33,13 @@ impl Rnic {
         if self.cqs.get(attr.send_cq).is_none() || self.cqs.get(attr.recv_cq).is_none() {
             return Err(VerbError::InvalidCq);
         }
-        if let Some(srq) = attr.srq {
-            if self.srqs.get(srq).is_none() {
-                return Err(VerbError::InvalidSrq);
+        match attr.srq.map(|s| self.srqs.get(s)) {
+            Some(None) => return Err(VerbError::InvalidSrq),
+            Some(Some(s)) if rq_limit as usize > s.attr().max_wr => {
+                return Err(VerbError::LimitOutOfRange)
             }
+            None if rq_limit > 0 => return Err(VerbError::InvalidModifier),
+            _ => {}
         }
         if attr.sq_depth > lim.max_sq_wr || (attr.srq.is_none() && attr.rq_depth > lim.max_rq_wr) {
             return Err(VerbError::TooManyWrsRequested);
@@ -62,9 +76,12 @@ impl Rnic {
         let id = QpId(handle);
         if let Some(q) = self.qps.get_mut(handle) {
             q.id = id;
+            q.rq_limit = rq_limit;
+            q.rq_limit_armed = rq_limit > 0;
         }
         // References last: nothing above can fail after them.
         let _ = self.pds.acquire(a.pd);
+        self.pds.add_qp(a.pd);
         let _ = self.cqs.acquire(a.send_cq);
         let _ = self.cqs.acquire(a.recv_cq);
         if let Some(srq) = a.srq {
@@ -102,6 +119,7 @@ impl Rnic {
         }
         if let Some(q) = self.qps.remove(qp.0) {
             self.pds.release(q.attr.pd);
+            self.pds.remove_qp(q.attr.pd);
             self.cqs.release(q.attr.send_cq);
             self.cqs.release(q.attr.recv_cq);
             if let Some(srq) = q.attr.srq {
@@ -203,10 +221,18 @@ impl Rnic {
     /// Writes the bytes of `d` into `out` (exactly its ULPDU length), reading payload from
     /// registered memory. The same descriptor always gives the same bytes (unless the
     /// memory changed); a descriptor whose WR was flushed gives zeros (counted).
+    ///
+    /// The memory is re-validated first (verbs 7.9, 7.10.4.1): if a source region or
+    /// window was invalidated, deallocated or re-registered since the segment was chosen
+    /// (a retransmission), `out` is zero-filled (an invalid DDP header the peer rejects),
+    /// the WR completes with a protection error and the QP goes to Error asking the LLP
+    /// for a Reset (verbs 6.4 (1): the segment already started).
     pub fn fill_ulpdu(&mut self, qp: QpId, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) {
-        match self.qps.get_mut(qp.0) {
-            Some(q) => q.fill(d, mem, out),
-            None => out.fill(0),
+        if self
+            .with_qp(qp, Some(mem), |q, ctx| q.fill(ctx, d, mem, out))
+            .is_err()
+        {
+            out.fill(0);
         }
     }
 

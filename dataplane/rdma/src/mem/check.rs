@@ -144,16 +144,17 @@ impl MemTable {
 
 /// The Terminate code for a refused RDMA Write or Read Response sink (DDP tagged buffer
 /// errors, RFC 5041 section 7.2: 0x1100 / 0x1101 / 0x1102 / 0x1103). DDP has no code for
-/// missing rights; the RDMAP Remote Protection "access rights violation" (0x0102,
-/// RFC 5040 figure 9) is the only code with that meaning and is used for it (verbs
-/// figure 24 reuses 0x1102, siw sends 0x1100).
+/// missing rights: verbs figure 24 (#18 "Tagged Access Rights violation") gives 0x1102,
+/// and a tagged segment's error belongs to the DDP layer (RFC 5040 figure 10 keeps the
+/// RDMAP Remote Protection codes such as 0x0102 for Read Requests and Send with
+/// Invalidate), so 0x1102 it is. (siw sends 0x1100.)
 pub fn term_code_tagged_sink(e: RemoteAccessError) -> TermCode {
     match e {
         RemoteAccessError::InvalidStag => TermCode::DDP_TAGGED_INVALID_STAG,
         RemoteAccessError::BaseBounds => TermCode::DDP_TAGGED_BASE_BOUNDS,
         RemoteAccessError::NotAssociated => TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED,
         RemoteAccessError::Wrap => TermCode::DDP_TAGGED_TO_WRAP,
-        RemoteAccessError::AccessRights => TermCode::RDMAP_ACCESS_RIGHTS,
+        RemoteAccessError::AccessRights => TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED,
     }
 }
 
@@ -453,7 +454,7 @@ mod tests {
             (E::BaseBounds, 0x1101),
             (E::NotAssociated, 0x1102),
             (E::Wrap, 0x1103),
-            (E::AccessRights, 0x0102),
+            (E::AccessRights, 0x1102),
         ];
         for (e, code) in sink {
             assert_eq!(term_code_tagged_sink(e).as_u16(), code, "{e:?}");

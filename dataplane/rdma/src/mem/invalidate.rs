@@ -13,6 +13,17 @@ use super::{Entry, MemTable, MwType};
 use iwarp_types::{PdId, QpId, Stag, TermCode, WcStatus};
 
 /// Why an invalidation was refused, before being told in local or remote terms.
+/// Who invalidates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scope {
+    /// A local WR (Invalidate Local STag, Read with Invalidate).
+    Local,
+    /// The peer, on a stream alone in its PD.
+    Remote,
+    /// The peer, on a stream whose PD holds other streams.
+    SharedStream,
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Refusal {
     /// Unknown, STag 0, or key mismatch.
@@ -31,10 +42,11 @@ impl MemTable {
     /// type-1 window, region with bound windows), `InvalidPd` (region of another PD,
     /// window bound to another QP).
     pub fn invalidate_local(&mut self, qp: QpId, pd: PdId, stag: Stag) -> Result<(), WcStatus> {
-        self.invalidate(qp, pd, stag, false).map_err(|r| match r {
-            Refusal::NotAssociated => WcStatus::InvalidPd,
-            _ => WcStatus::InvalidStag,
-        })
+        self.invalidate(qp, pd, stag, Scope::Local)
+            .map_err(|r| match r {
+                Refusal::NotAssociated => WcStatus::InvalidPd,
+                _ => WcStatus::InvalidStag,
+            })
     }
 
     /// Invalidation requested by an incoming Send with Invalidate on QP `qp` of `pd`
@@ -44,7 +56,26 @@ impl MemTable {
     /// stream, 0x0109 cannot be invalidated (shared region, type-1 window, region with
     /// bound windows). The receive then completes with `InvalidateStagInvalid`.
     pub fn invalidate_remote(&mut self, qp: QpId, pd: PdId, stag: Stag) -> Result<(), TermCode> {
-        self.invalidate(qp, pd, stag, true).map_err(|r| match r {
+        self.invalidate_remote_on_stream(qp, pd, stag, false)
+    }
+
+    /// [`MemTable::invalidate_remote`] on a stream whose PD holds other streams too
+    /// (`multi_stream_pd`): a region is then shared on multiple streams and may not be
+    /// remotely invalidated (RFC 5040 8.1.1 #7, 5.3: 0x0109). Windows bound to the QP are
+    /// single-stream and unaffected.
+    pub fn invalidate_remote_on_stream(
+        &mut self,
+        qp: QpId,
+        pd: PdId,
+        stag: Stag,
+        multi_stream_pd: bool,
+    ) -> Result<(), TermCode> {
+        let remote = if multi_stream_pd {
+            Scope::SharedStream
+        } else {
+            Scope::Remote
+        };
+        self.invalidate(qp, pd, stag, remote).map_err(|r| match r {
             Refusal::Invalid => TermCode::RDMAP_INVALID_STAG,
             Refusal::AccessRights => TermCode::RDMAP_ACCESS_RIGHTS,
             Refusal::NotAssociated => TermCode::RDMAP_STAG_NOT_ASSOCIATED,
@@ -52,7 +83,8 @@ impl MemTable {
         })
     }
 
-    fn invalidate(&mut self, qp: QpId, pd: PdId, stag: Stag, remote: bool) -> Result<(), Refusal> {
+    fn invalidate(&mut self, qp: QpId, pd: PdId, stag: Stag, scope: Scope) -> Result<(), Refusal> {
+        let remote = scope != Scope::Local;
         let index = stag.index();
         match *self.entry(index).ok_or(Refusal::Invalid)? {
             Entry::Mr(m) => {
@@ -73,7 +105,7 @@ impl MemTable {
                 if remote && !has_remote {
                     return Err(Refusal::AccessRights);
                 }
-                if m.mws_bound > 0 {
+                if m.mws_bound > 0 || scope == Scope::SharedStream {
                     return Err(Refusal::CannotInvalidate);
                 }
                 if let Some(m) = self.mr_mut(index) {

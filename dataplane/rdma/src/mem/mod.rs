@@ -8,6 +8,7 @@
 //! - `mw`: window verbs (allocate, query, Bind as a WR "type 2" and as a verb "type 1").
 //! - `check`: data-path validation of local SGEs and inbound tagged accesses.
 //! - `invalidate`: local and remote invalidation.
+//! - `stag0`: the STag of zero (privileged "physical" addressing of caller arenas).
 //!
 //! A region is `[region_offset, region_offset + len)` of a caller arena ([`RegionId`]);
 //! tagged offsets run from `base_to` (the VA for VA-based regions, 0 for zero-based ones).
@@ -24,8 +25,10 @@ mod mr;
 mod mw;
 pub mod rights;
 mod stag;
+mod stag0;
 
 pub use check::{term_code_read_source, term_code_tagged_sink};
+pub use stag0::{resolve_stag0, stag0_addr, stag0_placement, STAG0_MAX_OFFSET, STAG0_OFFSET_BITS};
 
 use iwarp_types::{Access, PdId, QpId, RegionId, SendOp, Stag};
 use stag::StagSpace;

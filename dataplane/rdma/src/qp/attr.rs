@@ -1,6 +1,7 @@
 //! Public attribute, parameter and report types of a queue pair (verbs 9.2.5, RFC 6581).
 
 use iwarp_types::{ConnId, CqId, PdId, QpId, QpState, SrqId, TermCode};
+use iwarp_wire::rdmap::MAX_TERMINATE_LEN;
 
 /// Create QP attributes (verbs 9.2.5.1). Every attribute must be given.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,15 +50,45 @@ pub struct QpModify {
     pub sq_depth: Option<u32>,
     /// New receive-queue depth (not with an SRQ).
     pub rq_depth: Option<u32>,
+    /// New QP RQ Limit (QPs with an SRQ only; verbs 6.3.8). A non-zero limit arms it.
+    pub rq_limit: Option<u32>,
+    /// Re-arm the QP RQ Limit event (allowed while already armed; verbs 6.3.8).
+    pub arm_rq_limit: bool,
 }
 
-/// A Terminate message sent or received, kept for Query QP (verbs 9.2.5.2).
+/// A Terminate message sent or received, kept for Query QP (verbs 9.2.5.2, 6.2.4).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TermRecord {
     /// The error it carried.
     pub code: TermCode,
     /// True if this end sent it; false if the peer did.
     pub local: bool,
+    /// The Terminate message as on the wire after its DDP header (control word, DDP
+    /// segment length, terminated DDP and RDMA headers as present); `message_len` bytes
+    /// are meaningful, the rest is zero. A received one longer than this is truncated.
+    pub message: [u8; MAX_TERMINATE_LEN],
+    /// Meaningful bytes of `message`.
+    pub message_len: u8,
+}
+
+impl TermRecord {
+    /// A record of `code` with the Terminate body `message` (truncated to fit).
+    pub fn new(code: TermCode, local: bool, message: &[u8]) -> TermRecord {
+        let n = message.len().min(MAX_TERMINATE_LEN);
+        let mut m = [0u8; MAX_TERMINATE_LEN];
+        m[..n].copy_from_slice(&message[..n]);
+        TermRecord {
+            code,
+            local,
+            message: m,
+            message_len: n as u8,
+        }
+    }
+
+    /// The Terminate body bytes (after the DDP header).
+    pub fn message(&self) -> &[u8] {
+        &self.message[..usize::from(self.message_len).min(MAX_TERMINATE_LEN)]
+    }
 }
 
 /// Query QP output (verbs 9.2.5.2).
@@ -71,8 +102,16 @@ pub struct QpInfo {
     pub attr: QpAttr,
     /// The LLP connection, when associated (not in Idle or Error).
     pub conn: Option<ConnId>,
-    /// The Terminate sent or received (Terminate and Error states).
+    /// The Terminate sent or received (Terminate and Error states): the first one, the
+    /// one that moved the QP out of RTS or Closing.
     pub terminate: Option<TermRecord>,
+    /// The peer's Terminate when this end had already sent its own (Terminate and Error
+    /// states): both messages stay retrievable (verbs 6.2.4, 9.2.5.2).
+    pub terminate_received: Option<TermRecord>,
+    /// QP RQ Limit (QPs with an SRQ; verbs 6.3.8, 9.2.5.2); 0 when none.
+    pub rq_limit: u32,
+    /// The QP RQ Limit event is armed.
+    pub rq_limit_armed: bool,
 }
 
 /// The zero-length RTR message of RFC 6581 (peer-to-peer mode).

@@ -8,12 +8,25 @@ use iwarp_wire::rdmap::{Opcode, ReadRequest, ReadRequestRepr};
 
 use super::tx::{TxUlpdu, TxWhat};
 use super::{Qp, QN_READ, QN_SEND};
+use crate::ctx::Ctx;
 
 impl Qp {
     /// Writes the bytes of `d` into `out` (which must be exactly its ULPDU length). A
     /// descriptor whose WR is gone (flushed) or a memory fault yields zeros, counted.
-    pub(crate) fn fill(&mut self, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) {
+    pub(crate) fn fill(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        d: &TxUlpdu,
+        mem: &dyn Memory,
+        out: &mut [u8],
+    ) {
         if out.len() != self.tx_len(d) {
+            out.fill(0);
+            self.counters.stale_fills += 1;
+            return;
+        }
+        if !self.fill_source_still_valid(ctx, d) {
+            // Zeros carry DDP version 0: the peer rejects the segment, places nothing.
             out.fill(0);
             self.counters.stale_fills += 1;
             return;
@@ -39,7 +52,7 @@ impl Qp {
                 r.emit(&mut ReadRequest::new_unchecked(&mut out[n..]));
                 true
             }
-            TxWhat::ReadResp { stag, to, loc } => {
+            TxWhat::ReadResp { stag, to, loc, .. } => {
                 let h = tagged(
                     Opcode::ReadResponse,
                     d.last,
@@ -128,7 +141,7 @@ impl Qp {
 }
 
 /// An untagged DDP header.
-fn untagged(opcode: Opcode, last: bool, qn: u32, msn: u32, mo: u32, inv: Stag) -> Repr {
+pub(super) fn untagged(opcode: Opcode, last: bool, qn: u32, msn: u32, mo: u32, inv: Stag) -> Repr {
     Repr {
         last,
         opcode,

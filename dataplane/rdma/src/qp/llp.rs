@@ -89,6 +89,12 @@ impl Qp {
                 self.enter_error(ctx, None);
                 if undelivered && cause != Some(TermCause::Received) {
                     ctx.qp_event(id, AsyncEventKind::BadClose);
+                } else if matches!(cause, Some(TermCause::Received | TermCause::Local)) {
+                    // Verbs 6.2.3 forbids "Error State Entered" only when Terminate was
+                    // entered by Modify QP or by an error reported in a completion; after
+                    // a received Terminate or an inbound error it tells the consumer the
+                    // QP is now in Error, flushed, and may be modified to Idle (d1).
+                    ctx.qp_event(id, AsyncEventKind::QpErrorStateEntered);
                 }
             }
             _ => {}
@@ -131,8 +137,12 @@ impl Qp {
         use QpState::*;
         let from = self.state;
         let to = m.state.unwrap_or(from);
-        let has_attr =
-            m.ord.is_some() || m.ird.is_some() || m.sq_depth.is_some() || m.rq_depth.is_some();
+        let has_attr = m.ord.is_some()
+            || m.ird.is_some()
+            || m.sq_depth.is_some()
+            || m.rq_depth.is_some()
+            || m.rq_limit.is_some()
+            || m.arm_rq_limit;
         match (from, to) {
             (Idle, Idle) | (Rts, Rts) => {}
             (Idle, Rts) => return Err(VerbError::InvalidConnection),
@@ -145,6 +155,7 @@ impl Qp {
         }
         if has_attr {
             self.check_attrs(m, lim)?;
+            self.check_rq_limit(ctx, m)?;
             self.apply_attrs(m);
         }
         match (from, to) {
@@ -208,7 +219,38 @@ impl Qp {
         Ok(())
     }
 
+    /// QP RQ Limit inputs (verbs 6.3.8): only for a QP with an SRQ, at most the SRQ's
+    /// size.
+    fn check_rq_limit(&self, ctx: &Ctx<'_>, m: &QpModify) -> Result<(), VerbError> {
+        if m.rq_limit.is_none() && !m.arm_rq_limit {
+            return Ok(());
+        }
+        let srq = self.attr.srq.ok_or(VerbError::InvalidModifier)?;
+        let max_wr = ctx.srqs.get(srq).map_or(0, |s| s.attr().max_wr);
+        if m.rq_limit.is_some_and(|l| l as usize > max_wr) {
+            return Err(VerbError::LimitOutOfRange);
+        }
+        Ok(())
+    }
+
+    /// Messages in progress on the QP (SRQ WQEs taken and not yet completed) changed to
+    /// `in_progress`: raises the one-shot QP RQ Limit event if it now exceeds the armed
+    /// limit (verbs 6.3.8). Never disturbs the QP otherwise.
+    pub(crate) fn rq_limit_check(&mut self, ctx: &mut Ctx<'_>, in_progress: u32) {
+        if self.rq_limit_armed && in_progress > self.rq_limit {
+            self.rq_limit_armed = false;
+            ctx.qp_event(self.id, AsyncEventKind::QpRqLimitReached);
+        }
+    }
+
     fn apply_attrs(&mut self, m: &QpModify) {
+        if let Some(l) = m.rq_limit {
+            self.rq_limit = l;
+            self.rq_limit_armed = l > 0;
+        }
+        if m.arm_rq_limit {
+            self.rq_limit_armed = self.rq_limit > 0;
+        }
         if let Some(o) = m.ord {
             self.ord = o;
             self.attr.ord = o;

@@ -11,6 +11,7 @@
 mod attr;
 mod fill;
 mod llp;
+mod revalidate;
 mod rx;
 mod rx_read;
 pub(crate) mod sq;
@@ -67,6 +68,12 @@ pub(crate) struct IrqEntry {
     pub loc: Loc,
     /// Bytes handed out so far.
     pub sent: u32,
+    /// Data source STag (re-validated before each Response segment).
+    pub src_stag: Stag,
+    /// Data source tagged offset of the first byte.
+    pub src_to: u64,
+    /// MSN of the Read Request (for the Terminate's copy of its header).
+    pub msn: u32,
 }
 
 /// The untagged (Send) message being received.
@@ -129,6 +136,8 @@ pub(crate) struct Qp {
     pub term_acked: bool,
     /// Terminate sent or received (Query QP).
     pub term_record: Option<TermRecord>,
+    /// The peer's Terminate received after this end sent one (Query QP).
+    pub term_peer_record: Option<TermRecord>,
     pub term_cause: Option<TermCause>,
     /// SQ WQE a received Terminate relates to.
     pub term_related_seq: Option<u64>,
@@ -144,6 +153,10 @@ pub(crate) struct Qp {
     pub hold_tx: bool,
     /// Graceful local close requested: go Closing once the SQ and IRQ drained.
     pub close_when_drained: bool,
+    /// QP RQ Limit (QPs with an SRQ; verbs 6.3.8).
+    pub rq_limit: u32,
+    /// The QP RQ Limit event is armed (one shot).
+    pub rq_limit_armed: bool,
     pub counters: QpCounters,
 }
 
@@ -179,6 +192,7 @@ impl Qp {
             term_sent: false,
             term_acked: false,
             term_record: None,
+            term_peer_record: None,
             term_cause: None,
             term_related_seq: None,
             llp_request: None,
@@ -187,6 +201,8 @@ impl Qp {
             rtr_received: false,
             hold_tx: false,
             close_when_drained: false,
+            rq_limit: 0,
+            rq_limit_armed: false,
             counters: QpCounters::default(),
         }
     }
@@ -203,6 +219,8 @@ impl Qp {
         self.term_tx = None;
         self.term_sent = false;
         self.term_acked = false;
+        self.term_record = None;
+        self.term_peer_record = None;
         self.term_cause = None;
         self.term_related_seq = None;
         self.llp_request = None;
@@ -220,15 +238,20 @@ impl Qp {
         attr.ird = self.ird;
         attr.sq_depth = self.sq.depth as u32;
         attr.rq_depth = self.rq_depth as u32;
+        let terminal = matches!(self.state, QpState::Terminate | QpState::Error);
         QpInfo {
             id: self.id,
             state: self.state,
             attr,
             conn: self.conn,
-            terminate: match self.state {
-                QpState::Terminate | QpState::Error => self.term_record,
-                _ => None,
+            terminate: if terminal { self.term_record } else { None },
+            terminate_received: if terminal {
+                self.term_peer_record
+            } else {
+                None
             },
+            rq_limit: self.rq_limit,
+            rq_limit_armed: self.rq_limit_armed,
         }
     }
 }

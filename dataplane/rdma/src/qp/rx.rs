@@ -2,9 +2,10 @@
 //! (RQ/SRQ consumption in MSN order, placement, remote invalidation) and RDMA Writes.
 //!
 //! Codes for errors RFC 5040/5041 leave open (documented choices): a tagged access-rights
-//! violation, and inbound Writes disabled on the QP, give 0x0102 (RFC 5041 has no access
-//! code; the STag table maps rights the same way); a Send starting a new MSN while the
-//! previous one lacked its L bit gives 0x0207 (verbs figure 24 "No L bit when expected");
+//! violation, and inbound Writes disabled on the QP, give 0x1102 (RFC 5041 has no access
+//! code; verbs figure 24 gives 0x1102 and tagged errors are DDP-layer errors); a Send
+//! starting a new MSN while the previous one lacked its L bit gives 0x0207 (verbs figure
+//! 24 "No L bit when expected");
 //! a Send with Invalidate on a QP with no remote right enabled gives 0x0102.
 
 use iwarp_types::{AsyncEventKind, Cqe, Memory, QpState, Stag, TermCode, WcOpcode, WcStatus};
@@ -33,9 +34,14 @@ impl Qp {
             && ulpdu[1] & ddp::MASK_OPCODE == Opcode::Terminate as u8;
         match self.state {
             QpState::Rts => {}
+            QpState::Terminate if raw_terminate => {
+                self.counters.segs_ignored += 1;
+                self.terminate_received(ctx, ulpdu);
+                return Ok(());
+            }
             QpState::Closing => {
                 if raw_terminate {
-                    self.terminate_received(ctx, parse_term_code(ulpdu));
+                    self.terminate_received(ctx, ulpdu);
                 } else {
                     // Verbs 6.2.5: a segment while Closing is a Bad Close.
                     self.enter_error(ctx, Some(crate::qp::LlpRequest::Reset));
@@ -51,7 +57,7 @@ impl Qp {
         // The first inbound FPDU releases an MPA Responder.
         self.hold_tx = false;
         if raw_terminate {
-            self.terminate_received(ctx, parse_term_code(ulpdu));
+            self.terminate_received(ctx, ulpdu);
             return Ok(());
         }
         let seg = match Segment::parse(ulpdu) {
@@ -166,6 +172,10 @@ impl Qp {
                 let Some((wr, pd)) = taken else {
                     return self.inbound_error(ctx, TermCode::DDP_UNTAGGED_NO_BUFFER, ulpdu, local);
                 };
+                if self.attr.srq.is_some() {
+                    // In-order delivery: this message is the only one in progress.
+                    self.rq_limit_check(ctx, 1);
+                }
                 RxSend {
                     wr,
                     pd,
@@ -250,7 +260,18 @@ impl Qp {
                 length: take as u32,
                 lkey: sge.lkey,
             };
-            let loc = ctx.resolve_local(&piece, iwarp_types::Access::LOCAL_WRITE, cur.pd)?;
+            let need = iwarp_types::Access::LOCAL_WRITE;
+            let privileged = self.attr.privileged;
+            let loc = if sge.lkey == Stag::ZERO {
+                // STag 0: the whole SGE is one physical range, checked as such.
+                let whole = ctx.resolve_local(sge, need, cur.pd, privileged, Some(&*mem))?;
+                crate::ctx::Loc {
+                    region: whole.region,
+                    offset: whole.offset.wrapping_add(skip),
+                }
+            } else {
+                ctx.resolve_local(&piece, need, cur.pd, privileged, Some(&*mem))?
+            };
             let (now, rest) = src.split_at(take);
             mem.write(loc.region, loc.offset, now)
                 .map_err(|_| WcStatus::LocalQpCatastrophic)?;
@@ -280,7 +301,7 @@ impl Qp {
             return Ok(());
         }
         if !self.attr.inbound_write {
-            let code = TermCode::RDMAP_ACCESS_RIGHTS;
+            let code = TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED;
             return self.inbound_error(ctx, code, ulpdu, TermCause::Local);
         }
         let len = payload.len() as u64;

@@ -5,7 +5,8 @@
 //! outstanding gives 0x0206 (unexpected opcode); a Response whose STag differs from the
 //! Request's sink STag gives 0x1100 and one whose offset or length differs gives 0x1101
 //! (as Linux siw); a Read Request on a QP with inbound Reads disabled gives 0x1201 (verbs
-//! figure 24); a Read Request beyond IRD gives 0x1203.
+//! figure 24); a Read Request beyond IRD gives 0x1203; a Read Response on a QP with inbound
+//! Writes and Read Responses disabled gives 0x1102 (tagged access, as an RDMA Write).
 
 use iwarp_types::{Memory, SendOp, Stag, TermCode, WcStatus};
 use iwarp_wire::ddp::Repr;
@@ -73,6 +74,9 @@ impl Qp {
             size: rr.size,
             loc,
             sent: 0,
+            src_stag: rr.src_stag,
+            src_to: rr.src_to,
+            msn,
         });
         Ok(())
     }
@@ -104,7 +108,8 @@ impl Qp {
         let end = u64::from(o.placed) + u64::from(len);
         if o.size > 0 || len > 0 {
             if !self.attr.inbound_write {
-                return self.inbound_error(ctx, TermCode::RDMAP_ACCESS_RIGHTS, ulpdu, local);
+                let code = TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED;
+                return self.inbound_error(ctx, code, ulpdu, local);
             }
             if stag != o.stag {
                 let code = TermCode::DDP_TAGGED_INVALID_STAG;

@@ -88,8 +88,10 @@ impl Qp {
         }
         let msn = self.tx_msn[QN_TERM];
         self.tx_msn[QN_TERM] = msn.wrapping_add(1);
-        self.term_tx = Some(TermBuf::new(msn, &terminate_repr(code, segment)));
-        self.term_record = Some(TermRecord { code, local: true });
+        let buf = TermBuf::new(msn, &terminate_repr(code, segment));
+        let body = buf.bytes().get(ddp::UNTAGGED_HEADER_LEN..).unwrap_or(&[]);
+        self.term_record = Some(TermRecord::new(code, true, body));
+        self.term_tx = Some(buf);
         self.term_cause = Some(cause);
         self.state = QpState::Terminate;
         // Outbound stops on a segment boundary: the message in progress is abandoned.
@@ -102,10 +104,21 @@ impl Qp {
     /// A Terminate was received: no Terminate is sent back (verbs 6.2.2.3); the WR it
     /// most likely relates to (the oldest one on the wire) completes with Remote
     /// Termination when the QP is flushed.
-    pub(crate) fn terminate_received(&mut self, ctx: &mut Ctx<'_>, code: TermCode) {
+    pub(crate) fn terminate_received(&mut self, ctx: &mut Ctx<'_>, ulpdu: &[u8]) {
         self.counters.terms_received += 1;
+        let code = crate::qp::rx::parse_term_code(ulpdu);
+        let body = ulpdu.get(ddp::UNTAGGED_HEADER_LEN..).unwrap_or(&[]);
+        let record = TermRecord::new(code, false, body);
+        if self.state == QpState::Terminate {
+            // Both ends found an error: keep the peer's message next to ours (verbs
+            // 6.2.4); nothing else changes (verbs figure 9: segments are ignored).
+            if self.term_peer_record.is_none() && self.term_record.is_some_and(|r| r.local) {
+                self.term_peer_record = Some(record);
+            }
+            return;
+        }
         if self.state == QpState::Closing {
-            self.term_record = Some(TermRecord { code, local: false });
+            self.term_record = Some(record);
             self.enter_error(ctx, Some(LlpRequest::Reset));
             ctx.qp_event(self.id, AsyncEventKind::BadClose);
             return;
@@ -121,7 +134,7 @@ impl Qp {
                 )
             })
             .map(|e| e.seq);
-        self.term_record = Some(TermRecord { code, local: false });
+        self.term_record = Some(record);
         self.term_cause = Some(TermCause::Received);
         self.state = QpState::Terminate;
         self.tx_cur = None;

@@ -43,8 +43,15 @@ pub(super) enum TxWhat {
         src_stag: Stag,
         src_to: u64,
     },
-    /// A Read Response segment; `to` is the sink TO of the message start.
-    ReadResp { stag: Stag, to: u64, loc: Loc },
+    /// A Read Response segment; `to` is the sink TO of the message start, `src_stag` and
+    /// `src_to` name the data source of the message start (re-validated on fill).
+    ReadResp {
+        stag: Stag,
+        to: u64,
+        loc: Loc,
+        src_stag: Stag,
+        src_to: u64,
+    },
     /// The Terminate message.
     Terminate,
     /// A zero-length RDMA Write RTR.
@@ -146,8 +153,20 @@ impl Qp {
                 return self.next_rtr(kind);
             }
             match self.tx_cur {
-                Some(TxCur::Sq(seq)) => return self.next_sq_segment(seq, max_ulpdu_len),
-                Some(TxCur::Irq) => return self.next_resp_segment(max_ulpdu_len),
+                Some(TxCur::Sq(seq)) => {
+                    // Verbs 7.9, 7.10.4.1: memory revoked since the WQE started fails
+                    // it; the Terminate replaces the segment (verbs 6.4 (1), (5)).
+                    if !self.sq_source_still_valid(ctx, seq) {
+                        continue;
+                    }
+                    return self.next_sq_segment(seq, max_ulpdu_len);
+                }
+                Some(TxCur::Irq) => {
+                    if !self.irq_source_still_valid(ctx) {
+                        continue;
+                    }
+                    return self.next_resp_segment(max_ulpdu_len);
+                }
                 None => {}
             }
             if !self.irq.is_empty() {
@@ -261,7 +280,9 @@ impl Qp {
                     return Step::Stall;
                 }
                 let sink = e.wr.sgl.as_slice().first().copied().unwrap_or_default();
-                if sink.lkey == Stag::ZERO && sink.length > 0 && !self.attr.privileged {
+                // Verbs 8.1.3.2.1: STag 0 in an RDMA Read WR (either address) is a
+                // completion error, privileged or not: it can never be advertised.
+                if sink.length > 0 && (sink.lkey == Stag::ZERO || rkey == Stag::ZERO) {
                     self.sq.cursor = seq + 1;
                     self.local_wqe_error(ctx, seq, WcStatus::InvalidStag);
                     return Step::Again;
@@ -336,12 +357,18 @@ impl Qp {
             self.local_wqe_error(ctx, seq, WcStatus::InvalidLength);
             return Step::Again;
         };
+        if matches!(e.wr.op, SendOp::Write { rkey, .. } if rkey == Stag::ZERO) && len > 0 {
+            // Verbs 8.1.3.2.1: STag 0 as the data sink of an RDMA Write.
+            self.local_wqe_error(ctx, seq, WcStatus::InvalidStag);
+            return Step::Again;
+        }
         let mut locs = e.locs;
         for (i, sge) in e.wr.sgl.as_slice().iter().enumerate() {
             if sge.length == 0 {
                 continue;
             }
-            match ctx.resolve_local(sge, iwarp_types::Access::LOCAL_READ, self.attr.pd) {
+            let need = iwarp_types::Access::LOCAL_READ;
+            match ctx.resolve_local(sge, need, self.attr.pd, self.attr.privileged, None) {
                 Ok(loc) => locs[i] = loc,
                 Err(s) => {
                     self.local_wqe_error(ctx, seq, s);
@@ -410,6 +437,8 @@ impl Qp {
                 stag: e.sink_stag,
                 to: e.sink_to,
                 loc: e.loc,
+                src_stag: e.src_stag,
+                src_to: e.src_to,
             },
             tagged: true,
             msn: 0,

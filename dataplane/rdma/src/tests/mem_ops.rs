@@ -306,6 +306,9 @@ fn read_sink_needs_remote_write() {
     };
     p.a.post(1, op, sgl(sa, va, 8), SIG);
     p.run();
-    assert_eq!(p.errors, [(false, TermCode::RDMAP_ACCESS_RIGHTS)]);
+    assert_eq!(
+        p.errors,
+        [(false, TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED)]
+    );
     let _ = Stag(0);
 }

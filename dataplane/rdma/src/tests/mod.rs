@@ -1,6 +1,9 @@
+mod audit;
 mod crafted;
 mod data;
+mod gaps;
 mod mem_ops;
 mod order;
 mod pair;
+mod stag0;
 mod states;

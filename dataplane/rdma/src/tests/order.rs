@@ -83,6 +83,26 @@ fn local_fence_waits_for_every_older_wr() {
         assert_eq!(state == StagState::Valid, fenced);
         let mut buf = vec![0; len];
         p.a.rnic.fill_ulpdu(p.a.qp, &d, &p.a.mem, &mut buf);
+        if !fenced {
+            // The unfenced Invalidate revoked the Send's source while the Send was in
+            // progress: the Send fails with a protection error (verbs 7.8, 8.2.2.1), its
+            // started segment is poisoned (zeros: the peer places nothing) and the QP
+            // asks for a Reset.
+            assert!(buf.iter().all(|b| *b == 0));
+            assert!(p.b.inject(&buf).is_err());
+            assert_eq!(
+                p.a.rnic.qp_poll_llp_request(p.a.qp),
+                Some(crate::LlpRequest::Reset)
+            );
+            let c = p.a.cqes();
+            let got: Vec<_> = c.iter().map(|c| (c.wr_id, c.status)).collect();
+            assert_eq!(
+                got,
+                [(1, WcStatus::InvalidStag), (2, WcStatus::Success)],
+                "the Invalidate itself succeeded"
+            );
+            continue;
+        }
         p.b.inject(&buf).unwrap();
         p.a.rnic.qp_ulpdu_acked(p.a.qp, &d);
         assert!(p.a.rnic.qp_next_ulpdu(p.a.qp, 1024, &p.a.mem).is_none());

@@ -44,6 +44,8 @@ pub struct Opts {
     pub max_ulpdu: usize,
     pub srq: bool,
     pub establish: bool,
+    /// STag 0 and Fast-Register enabled on the QP.
+    pub privileged: bool,
 }
 
 impl Default for Opts {
@@ -56,6 +58,7 @@ impl Default for Opts {
             max_ulpdu: 1024,
             srq: false,
             establish: true,
+            privileged: true,
         }
     }
 }
@@ -87,7 +90,7 @@ impl Side {
             inbound_read: true,
             inbound_write: true,
             bind_enabled: true,
-            privileged: true,
+            privileged: o.privileged,
         };
         let (qp, _) = rnic.create_qp(&attr).unwrap();
         if o.establish {
