@@ -191,12 +191,12 @@ impl Host {
 
     /// Posts a send-queue WR.
     pub fn post_send(&mut self, qp: QpId, wr: &SendWr) -> Result<(), VerbError> {
-        self.engine.rnic_mut().post_send(qp, wr)
+        self.engine.post_send(qp, wr)
     }
 
     /// Posts a receive WR.
     pub fn post_recv(&mut self, qp: QpId, wr: &RecvWr) -> Result<(), VerbError> {
-        self.engine.rnic_mut().post_recv(qp, wr)
+        self.engine.post_recv(qp, wr)
     }
 
     /// Posts a receive WR on an SRQ.

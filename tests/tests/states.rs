@@ -190,7 +190,7 @@ fn abort_resets_and_flushes() {
         state: Some(QpState::Idle),
         ..QpModify::default()
     };
-    p.host(a).engine.rnic_mut().modify_qp(a.qp, &idle).unwrap();
+    p.host(a).engine.modify_qp(a.qp, &idle).unwrap();
     assert_eq!(p.host(a).qp_state(a.qp), QpState::Idle);
 }
 
@@ -212,7 +212,7 @@ fn modify_to_terminate_sends_local_catastrophic() {
         state: Some(QpState::Terminate),
         ..QpModify::default()
     };
-    p.host(b).engine.rnic_mut().modify_qp(b.qp, &m).unwrap();
+    p.host(b).engine.modify_qp(b.qp, &m).unwrap();
     p.sim.flush();
     assert_eq!(p.host(b).qp_state(b.qp), QpState::Terminate);
     p.sim.run_until(Duration::from_secs(10), |s| {
@@ -271,7 +271,7 @@ fn modify_to_error_flushes_send_and_receive_queues() {
         state: Some(QpState::Error),
         ..QpModify::default()
     };
-    p.host(a).engine.rnic_mut().modify_qp(a.qp, &m).unwrap();
+    p.host(a).engine.modify_qp(a.qp, &m).unwrap();
     p.sim.flush();
     assert_eq!(p.host(a).qp_state(a.qp), QpState::Error);
     // Posting in Error: enqueued then flushed, or refused at once.

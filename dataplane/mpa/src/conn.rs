@@ -216,6 +216,12 @@ impl<D> MpaConn<D> {
         self.tx.end_offset()
     }
 
+    /// Stream offset one past the last octet queued, FPDUs a responder still holds back
+    /// (RFC 5044 7.1.2) included. Equal to [`MpaConn::end_offset`] once the gate is open.
+    pub fn queued_end_offset(&self) -> u64 {
+        self.tx.queued_end()
+    }
+
     /// `TxSource::seg_len`.
     pub fn seg_len(&self, offset: u64, max: usize) -> usize {
         self.tx.seg_len(offset, max)

@@ -198,6 +198,11 @@ impl<D> TxQueue<D> {
         }
     }
 
+    /// Stream offset one past the last octet queued, held-back FPDUs included.
+    pub(crate) fn queued_end(&self) -> u64 {
+        self.end
+    }
+
     /// Index of the FPDU holding `offset`.
     fn find(&self, offset: u64) -> usize {
         self.ring.partition_point(|e| e.end() <= offset)

@@ -154,6 +154,7 @@ impl Engine {
             .insert(tuple, conn)
             .map_err(|_| CmError::TableFull)?;
         self.core.qp_conns.insert(qp, id);
+        self.touch(id);
         Ok(id)
     }
 
@@ -197,6 +198,7 @@ impl Engine {
         }
         self.core.qp_conns.insert(qp, conn);
         self.core.service(now, conn, c);
+        self.core.touch(conn, c);
         Ok(())
     }
 
@@ -215,13 +217,14 @@ impl Engine {
         c.mpa
             .reject(private_data.as_slice())
             .map_err(|_| CmError::InvalidParams)?;
-        c.state = ConnState::Rejecting;
         c.reported = true;
-        c.tcp.close(now);
+        c.close(now, self.core.close_deadline(now));
+        c.state = ConnState::Rejecting;
         if let Some(port) = c.backlog_port.take() {
             self.core.listeners.release_slot(port);
         }
         self.core.service(now, conn, c);
+        self.core.touch(conn, c);
         Ok(())
     }
 
@@ -236,12 +239,12 @@ impl Engine {
             // close or reset it needs.
             let _ = self.core.rnic.qp_disconnect(qp);
         } else {
-            c.tcp.close(now);
-            c.state = ConnState::Closing;
+            c.close(now, self.core.close_deadline(now));
             c.failure
                 .get_or_insert(crate::event::ConnectFailure::Aborted);
         }
         self.core.service(now, id, c);
+        self.core.touch(id, c);
         Ok(())
     }
 
@@ -261,6 +264,7 @@ impl Engine {
         c.tcp.abort(now);
         c.state = ConnState::Closing;
         self.core.service(now, id, c);
+        self.core.touch(id, c);
         Ok(())
     }
 
@@ -293,9 +297,12 @@ impl Engine {
             ConnectParams::default(),
         );
         conn.backlog_port = Some(tuple.local_port);
-        if self.conns.insert(tuple, conn).is_err() {
-            self.core.listeners.release_slot(tuple.local_port);
-            self.core.counters.drop(DropReason::TcpBacklogFull);
+        match self.conns.insert(tuple, conn) {
+            Ok(id) => self.touch(id),
+            Err(_) => {
+                self.core.listeners.release_slot(tuple.local_port);
+                self.core.counters.drop(DropReason::TcpBacklogFull);
+            }
         }
     }
 }

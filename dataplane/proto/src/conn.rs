@@ -6,7 +6,7 @@ use core::net::Ipv4Addr;
 use iwarp_mpa::MpaConn;
 use iwarp_rdma::TxUlpdu;
 use iwarp_tcp::{FourTuple, TcpConn};
-use iwarp_types::QpId;
+use iwarp_types::{Instant, QpId};
 
 use crate::event::{ConnectFailure, PrivateData};
 
@@ -99,6 +99,9 @@ pub struct Conn {
     pub tx_sent_max: u64,
     /// The QP asked for a graceful close; the FIN goes once the QP has nothing to send.
     pub close_requested: bool,
+    /// When an engine-initiated close that has not completed is given up (RST, and the
+    /// QP learns the LLP timed out): bounds FIN_WAIT_2 and Closing (verbs 6.2.3, 6.2.5).
+    pub close_deadline: Option<Instant>,
 }
 
 impl core::fmt::Debug for Conn {
@@ -166,6 +169,7 @@ impl Conn {
             failure: None,
             tx_sent_max: 0,
             close_requested: false,
+            close_deadline: None,
         }
     }
 
@@ -181,6 +185,27 @@ impl Conn {
         } else {
             None
         }
+    }
+
+    /// The earliest deadline of the connection: TCP's timers, MPA's handshake deadline and
+    /// the engine's close deadline.
+    pub fn deadline(&self) -> Option<Instant> {
+        [
+            self.tcp.poll_timeout(),
+            self.mpa.poll_timeout(),
+            self.close_deadline,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Starts a graceful TCP close (FIN after everything queued) that must complete by
+    /// `deadline`.
+    pub fn close(&mut self, now: Instant, deadline: Instant) {
+        self.tcp.close(now);
+        self.state = ConnState::Closing;
+        self.close_deadline.get_or_insert(deadline);
     }
 
     /// The QP outbound ULPDUs come from (same rule as [`Conn::rx_qp`]).

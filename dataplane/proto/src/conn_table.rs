@@ -43,6 +43,11 @@ impl BuildHasher for SipBuildHasher {
     }
 }
 
+/// The slot index of a connection id (the key of the engine's ready list and timer heap).
+pub fn slot_of(id: ConnId) -> usize {
+    (id.0 & INDEX_MASK) as usize
+}
+
 struct Slot<C> {
     gen: u32,
     /// Position in `live`.
@@ -90,6 +95,18 @@ impl<C> ConnTable<C> {
     /// True if no connection is live.
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
+    }
+
+    /// Number of slots (the most connections at once).
+    pub fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// The id of the live connection in slot `index`, if any.
+    pub fn id_at_slot(&self, index: usize) -> Option<ConnId> {
+        let slot = self.slots.get(index)?;
+        slot.conn.as_ref()?;
+        Some(ConnId((slot.gen << INDEX_BITS) | index as u32))
     }
 
     /// True if no slot is free.
@@ -349,6 +366,10 @@ mod tests {
         assert_ne!(a, c, "reused slot gets a new generation");
         assert_eq!(t.get(a), None, "stale id does not reach the new connection");
         assert_eq!(t.get_mut(c), Some(&mut "c"));
+        assert_eq!(t.id_at_slot(slot_of(c)), Some(c));
+        assert_eq!(slot_of(c), slot_of(a), "the freed slot was reused");
+        assert_eq!(t.id_at_slot(7), None);
+        assert_eq!(t.capacity(), 2);
         assert_eq!(t.len(), 2);
         assert!(t.is_full());
     }

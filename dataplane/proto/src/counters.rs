@@ -85,7 +85,8 @@ pub struct Counters {
     pub tcp_segments_out: u64,
     /// TCP checksum failures (also counted under [`DropReason::TcpBadChecksum`]).
     pub tcp_checksum_errors: u64,
-    /// RSTs sent (answers to stray segments and aborts).
+    /// RSTs sent: answers to stray segments, aborts and resets of connections (counted
+    /// from the flags of every TCP frame `poll_transmit` writes).
     pub tcp_rsts_sent: u64,
     /// RSTs received on a connection.
     pub tcp_rsts_received: u64,
@@ -107,6 +108,12 @@ pub struct Counters {
     pub terminates_received: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
+    /// Engine-initiated closes that did not complete within `llp_close_timeout_ms` (the
+    /// connection was reset).
+    pub llp_close_timeouts: u64,
+    /// Connections visited by `handle_frame`, `handle_timeout` and `poll_transmit`
+    /// (a debug counter: it grows with work, not with idle connections).
+    pub conn_visits: u64,
     /// QPs by state (snapshot kept up to date by the engine), indexed by [`qp_state_index`].
     pub qps_by_state: [u64; 5],
 }

@@ -4,17 +4,18 @@
 use std::collections::{HashMap, VecDeque};
 
 use iwarp_rdma::Rnic;
-use iwarp_tcp::{reply_to_unknown, IsnGenerator, TcpParseError, TcpSegment, TcpState};
-use iwarp_types::{ConnId, Instant, Memory, QpId};
+use iwarp_tcp::{reply_to_unknown, IsnGenerator, TcpParseError, TcpSegment};
+use iwarp_types::{ConnId, Duration, Instant, Memory, QpId};
 use smoltcp::wire::IpProtocol;
 
 use crate::config::{ConfigError, EngineConfig};
 use crate::conn::Conn;
-use crate::conn_table::{ConnTable, Listeners, PortAllocator};
+use crate::conn_table::{slot_of, ConnTable, Listeners, PortAllocator};
 use crate::counters::{Counters, DropReason};
 use crate::event::Event;
-use crate::glue::{QpSink, QpSource, TcpRx, TcpTx};
-use crate::iface::{Iface, Ingress, TcpIn, L4_OFFSET};
+use crate::glue::{QpSink, TcpRx};
+use crate::iface::{Iface, Ingress, TcpIn};
+use crate::sched::{ReadyList, TimerHeap};
 
 /// Everything of the engine except the connection table, so a connection can be
 /// borrowed next to the rest.
@@ -30,12 +31,37 @@ pub(crate) struct Core {
     pub(crate) counters: Counters,
     /// Retransmissions of connections already removed.
     pub(crate) retired_retransmits: u64,
+    /// Connections that may have something to send (slots; one entry each).
+    pub(crate) ready: ReadyList,
+    /// Connections that could not queue a frame while their next hop is resolved.
+    pub(crate) arp_wait: ReadyList,
+    /// Each connection's earliest deadline (slots; one entry each).
+    pub(crate) timers: TimerHeap,
 }
 
 /// The sans-IO iWARP engine of one core.
 ///
 /// Call order after any `handle_*` or verb: [`Engine::poll_transmit`] until `None`, then
 /// [`Engine::poll_event`] until `None`, then [`Engine::poll_timeout`].
+///
+/// # Cost per call
+///
+/// No call walks the connections: a ready list holds the connections that may have
+/// something to send (marked by input, timer expiry, CM calls and the verbs wrappers
+/// [`Engine::post_send`], [`Engine::post_recv`], [`Engine::modify_qp`],
+/// [`Engine::qp_doorbell`]) and an indexed binary heap holds each connection's earliest
+/// deadline. `poll_timeout` is O(1), `handle_timeout` O(log n) per due connection,
+/// `poll_transmit` O(1) when idle. [`Counters::conn_visits`] counts the connections
+/// visited. Only [`Engine::counters`] walks them (statistics).
+///
+/// # Memory per connection
+///
+/// See [`EngineConfig::conn_bytes_estimate`]: the `Conn` entry itself plus the buffers
+/// TCP allocates at open (out-of-order buffer `tcp.ooo_max_bytes`, in-flight segment map
+/// `8 * tcp.max_inflight_segments`) and MPA allocates (FPDU ring `mpa.tx_queue_len`
+/// entries at open; receive staging `mpa.rx_ulpdu_max_bytes` and transmit scratch
+/// `mpa.tx_ulpdu_max_bytes` when FPDU mode starts). The defaults keep 10,000 connections
+/// of one core under 1 GiB.
 pub struct Engine {
     pub(crate) core: Core,
     pub(crate) conns: ConnTable<Conn>,
@@ -51,6 +77,29 @@ impl Core {
             return Some(Event::Async(ev));
         }
         self.rnic.poll_cq_event().map(Event::CqNotify)
+    }
+
+    /// Re-arms the timer-heap entry of `conn` after anything changed its timers.
+    pub(crate) fn rearm(&mut self, id: ConnId, conn: &Conn) {
+        self.timers.set(slot_of(id), conn.deadline());
+    }
+
+    /// After any call into `conn`: re-arms its timer and queues it for transmission.
+    pub(crate) fn touch(&mut self, id: ConnId, conn: &Conn) {
+        self.rearm(id, conn);
+        self.ready.push(slot_of(id));
+    }
+
+    /// Moves every connection waiting for ARP to the ready list.
+    pub(crate) fn wake_arp_waiters(&mut self) {
+        while let Some(slot) = self.arp_wait.pop() {
+            self.ready.push(slot);
+        }
+    }
+
+    /// When a close started now must have completed.
+    pub(crate) fn close_deadline(&self, now: Instant) -> Instant {
+        now + Duration::from_millis(self.cfg.llp_close_timeout_ms)
     }
 
     /// Queues an event; counted and dropped if the queue is full (returns false).
@@ -80,6 +129,9 @@ impl Engine {
         // TCP segments must fit the MTU (we send no IP options).
         let mss_max = u16::try_from(cfg.mss_for_mtu()).unwrap_or(u16::MAX);
         cfg.tcp.mss_bytes = cfg.tcp.mss_bytes.min(mss_max);
+        // We never send an FPDU longer than one segment: the transmit scratch buffer
+        // need not be larger.
+        cfg.mpa.tx_ulpdu_max_bytes = cfg.mpa.tx_ulpdu_max_bytes.min(usize::from(mss_max));
         cfg.tcp.checksum_offload = cfg.checksum_offload;
         cfg.rnic.seed = cfg.stag_seed;
         let rnic = Rnic::new(cfg.rnic);
@@ -94,6 +146,9 @@ impl Engine {
             events: VecDeque::with_capacity(cfg.event_queue_len),
             counters: Counters::default(),
             retired_retransmits: 0,
+            ready: ReadyList::new(cfg.max_conns),
+            arp_wait: ReadyList::new(cfg.max_conns),
+            timers: TimerHeap::new(cfg.max_conns),
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -131,8 +186,13 @@ impl Engine {
         &self.core.rnic
     }
 
-    /// The verbs objects, mutable: post WRs, poll CQs, register memory. Call
-    /// `poll_transmit` afterwards.
+    /// The verbs objects, mutable: poll CQs, register memory, create and destroy objects.
+    ///
+    /// Work that makes a QP send (posting to its send queue, Modify QP to Terminate,
+    /// Error or Closing) should go through [`Engine::post_send`], [`Engine::post_recv`]
+    /// and [`Engine::modify_qp`]; after posting through `rnic_mut()` directly, call
+    /// [`Engine::qp_doorbell`] with the QP, or the engine will not notice the work until
+    /// the connection's next input or timer. Then call `poll_transmit`.
     pub fn rnic_mut(&mut self) -> &mut Rnic {
         &mut self.core.rnic
     }
@@ -163,7 +223,8 @@ impl Engine {
             .handle_frame(now, frame, &mut self.core.counters)
         {
             Ingress::Tcp(t) => self.handle_tcp(now, t, mem),
-            Ingress::Done => {}
+            // ARP may have resolved a next hop some connection waits for.
+            Ingress::Done => self.core.wake_arp_waiters(),
         }
     }
 
@@ -197,7 +258,9 @@ impl Engine {
             };
             conn.tcp
                 .handle_segment(now, &seg, &mut TcpRx(conn.mpa.rx(&mut sink)));
+            core.counters.conn_visits += 1;
             core.service(now, id, conn);
+            core.touch(id, conn);
             return;
         }
         let syn = seg.flags.syn && !seg.flags.ack && !seg.flags.rst;
@@ -219,29 +282,52 @@ impl Engine {
         let offload = self.core.cfg.checksum_offload;
         let dst = core::net::Ipv4Addr::from(seg.tuple.remote_ip);
         let core = &mut self.core;
-        if core
+        // Counted in `poll_transmit`, where every frame leaves.
+        let _ = core
             .iface
             .queue_ip(mac, dst, IpProtocol::Tcp, &mut core.counters, |buf| {
                 rst.emit(buf, offload)
-            })
-        {
-            core.counters.tcp_rsts_sent += 1;
+            });
+    }
+
+    /// Re-arms the timer of connection `id` and queues it for transmission (after a CM
+    /// call or a verb changed it).
+    pub(crate) fn touch(&mut self, id: ConnId) {
+        if let Some(conn) = self.conns.get(id) {
+            self.core.touch(id, conn);
         }
     }
 
-    /// Runs every timer due at `now`.
+    /// Runs every timer due at `now`: the interface's (ARP) and those of the connections
+    /// whose deadline passed, found in the timer heap (idle connections are not visited).
     pub fn handle_timeout(&mut self, now: Instant, mem: &mut impl Memory) {
         let _ = mem;
-        self.core.iface.handle_timeout(now, &mut self.core.counters);
-        let mut pos = self.conns.len();
-        while pos > 0 {
-            pos -= 1;
-            let Some(id) = self.conns.live_at(pos) else {
+        if self.core.iface.poll_timeout().is_some_and(|t| t <= now) {
+            self.core.iface.handle_timeout(now, &mut self.core.counters);
+            // A resolution finished or failed: connections that could not queue a frame
+            // for their next hop try again.
+            self.core.wake_arp_waiters();
+        }
+        // Each connection due at the start is handled once (a deadline that is still due
+        // afterwards waits for the next call): bounded by the heap size.
+        let mut budget = self.core.timers.len();
+        while budget > 0 {
+            budget -= 1;
+            let Some((at, slot)) = self.core.timers.peek() else {
+                break;
+            };
+            if at > now {
+                break;
+            }
+            self.core.timers.set(slot, None);
+            let Some(id) = self.conns.id_at_slot(slot) else {
                 continue;
             };
             let Some(conn) = self.conns.get_mut(id) else {
                 continue;
             };
+            let core = &mut self.core;
+            core.counters.conn_visits += 1;
             let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
             if due(conn.tcp.poll_timeout()) {
                 conn.tcp.handle_timeout(now);
@@ -249,27 +335,21 @@ impl Engine {
             if due(conn.mpa.poll_timeout()) {
                 conn.mpa.handle_timeout(now);
             }
-            self.core.service(now, id, conn);
+            if due(conn.close_deadline) {
+                core.close_timed_out(now, id, conn);
+            }
+            core.service(now, id, conn);
+            core.touch(id, conn);
         }
     }
 
-    /// The earliest deadline of any timer (ARP, TCP, MPA).
+    /// The earliest deadline of any timer (ARP, TCP, MPA, close): O(1), from the heap.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = self.core.iface.poll_timeout();
-        let mut pos = 0;
-        while let Some(id) = self.conns.live_at(pos) {
-            pos += 1;
-            let Some(conn) = self.conns.get(id) else {
-                continue;
-            };
-            for d in [conn.tcp.poll_timeout(), conn.mpa.poll_timeout()]
-                .into_iter()
-                .flatten()
-            {
-                t = Some(t.map_or(d, |t| t.min(d)));
-            }
-        }
-        t
+        let conns = self.core.timers.peek().map(|(t, _)| t);
+        [self.core.iface.poll_timeout(), conns]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next engine event: connection management first, then the verbs layer's
@@ -279,110 +359,5 @@ impl Engine {
             return Some(ev);
         }
         self.core.rnic_event()
-    }
-
-    /// Writes one whole Ethernet frame (ARP, ICMP, or a TCP segment of some connection,
-    /// round-robin) into `buf` and returns its length; `None` when nothing is due. Never
-    /// allocates. `buf` should hold `mtu + 14` bytes.
-    pub fn poll_transmit(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-        mem: &impl Memory,
-    ) -> Option<usize> {
-        let n = self.poll_transmit_inner(now, buf, mem)?;
-        let c = &mut self.core.counters;
-        c.frames_out += 1;
-        c.bytes_out += n as u64;
-        Some(n)
-    }
-
-    fn poll_transmit_inner(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-        mem: &dyn Memory,
-    ) -> Option<usize> {
-        let frame_max = self.core.iface.frame_len_max().min(buf.len());
-        let mut budget = self.conns.len();
-        loop {
-            // Control frames first; a connection may have just queued an ARP request.
-            if let Some(n) = self.core.iface.poll_transmit(buf, &mut self.core.counters) {
-                return Some(n);
-            }
-            if budget == 0 || frame_max <= L4_OFFSET {
-                return None;
-            }
-            budget -= 1;
-            let id = self.conns.next_round_robin()?;
-            if let Some(n) = self.transmit_conn(now, id, &mut buf[..frame_max], mem) {
-                return Some(n);
-            }
-        }
-    }
-
-    /// One segment of connection `id`, or `None` (then the connection may be removed).
-    fn transmit_conn(
-        &mut self,
-        now: Instant,
-        id: ConnId,
-        buf: &mut [u8],
-        mem: &dyn Memory,
-    ) -> Option<usize> {
-        let conn = self.conns.get_mut(id)?;
-        let core = &mut self.core;
-        core.service(now, id, conn);
-        core.pump(now, conn, mem);
-        loop {
-            let hop = conn.next_hop;
-            let mac = core
-                .iface
-                .resolve(now, hop, &mut conn.arp_hint, &mut core.counters);
-            if mac.is_none() && !core.iface.arp.can_hold(hop) {
-                return None;
-            }
-            let mut src = QpSource {
-                rnic: &mut core.rnic,
-                qp: conn.tx_qp(),
-                mem,
-            };
-            let mut tx = TcpTx {
-                mpa: conn.mpa.tx(&mut src),
-                sent_max: &mut conn.tx_sent_max,
-            };
-            let out = conn.tcp.poll_transmit(now, &mut tx, &mut buf[L4_OFFSET..]);
-            let Some(n) = out else {
-                if conn.tcp.state() == TcpState::Closed {
-                    self.remove(id);
-                }
-                return None;
-            };
-            let remote = conn.remote_ip();
-            core.counters.tcp_segments_out += 1;
-            match mac {
-                Some(mac) => {
-                    core.iface
-                        .emit_headers(buf, mac, remote, IpProtocol::Tcp, n);
-                    return Some(L4_OFFSET + n);
-                }
-                None => {
-                    core.iface
-                        .emit_headers(buf, [0; 6], remote, IpProtocol::Tcp, n);
-                    if !core.iface.arp.hold(hop, &buf[..L4_OFFSET + n]) {
-                        core.counters.drop(DropReason::ArpPendingDropped);
-                    }
-                }
-            }
-        }
-    }
-
-    /// Removes a connection whose TCP is Closed, reporting what the caller is owed.
-    pub(crate) fn remove(&mut self, id: ConnId) {
-        let Some(tuple) = self.conns.get(id).map(|c| c.tuple) else {
-            return;
-        };
-        if let Some(conn) = self.conns.remove(id, &tuple) {
-            self.core.retire(id, conn);
-        }
     }
 }

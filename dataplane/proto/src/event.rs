@@ -70,8 +70,10 @@ pub enum Event {
         /// Why.
         reason: ConnectFailure,
     },
-    /// The connection of an established QP is gone (closed, reset or lost); the QP is in
-    /// Idle or Error and can be destroyed or reused.
+    /// The QP of an established connection left it: the LLP close completed from the
+    /// RDMA point of view (our FIN acknowledged and the peer's FIN received), or the
+    /// connection was reset or lost. The QP is in Idle or Error and can be destroyed or
+    /// reused at once; the TCP connection may linger in TIME_WAIT without it.
     Disconnected {
         /// The connection.
         conn: ConnId,

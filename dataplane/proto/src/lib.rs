@@ -2,7 +2,9 @@
 //! DDP, RDMAP and verbs.
 //!
 //! Inputs are frames ([`Engine::handle_frame`]), timer expiry ([`Engine::handle_timeout`]),
-//! verbs ([`Engine::rnic_mut`]) and connection-management calls; outputs are frames written
+//! verbs ([`Engine::post_send`], [`Engine::post_recv`], [`Engine::modify_qp`], the rest
+//! through [`Engine::rnic_mut`] followed by [`Engine::qp_doorbell`] when it gives a QP
+//! work) and connection-management calls; outputs are frames written
 //! into caller buffers ([`Engine::poll_transmit`]), events ([`Engine::poll_event`]),
 //! completions (polled from the CQs through [`Engine::rnic_mut`]) and the next deadline
 //! ([`Engine::poll_timeout`]). No clock, randomness, thread or socket inside; seeds come in
@@ -22,14 +24,29 @@
 //! - `Engine::try_new` returns the config error; `Engine::new` panics on it.
 //! - Active opens from a chosen port: `choose_local_port(remote_ip, remote_port, f)` then
 //!   `connect_from(now, qp, local_port, remote_ip, remote_port, params)`.
+//! - Verbs that give a QP work have wrappers that ring its connection's doorbell:
+//!   `post_send`, `post_recv`, `modify_qp`; after posting through `rnic_mut()` directly,
+//!   call `qp_doorbell(qp)` (the engine keeps a ready list instead of scanning).
+//! - A QP is detached from its connection (`Disconnected`, QP Idle or Error) when TCP
+//!   enters TIME_WAIT (our FIN acknowledged, the peer's received), on LAST_ACK
+//!   completion, RST or timeout; the TCP connection lingers in TIME_WAIT without a QP.
+//!   A close the engine started is bounded by `llp_close_timeout_ms` (then RST, and the
+//!   QP hears `LlpEvent::TimedOut`).
+//! - `LlpParams::role` is `LlpRole::Responder` only for a responder awaiting a Send RTR
+//!   (the QP must not consume a receive for it); other responders are associated as
+//!   `LlpRole::Initiator` without RTR, because MPA's gate already holds FPDUs back until
+//!   the first inbound FPDU and `LlpRole::Responder` would also hold local-only WRs.
+//! - MPA revision 1 with `ConnectParams::p2p`: the initiator sends a zero-length Write
+//!   RTR (no negotiation exists in revision 1).
 //!
 //! # Layout
 //!
 //! `iface/` (Ethernet, ARP cache, IPv4, ICMP), `conn_table.rs` (slab, 4-tuple demux,
-//! listeners, ports), `conn.rs` (one connection), `engine.rs` (inputs and outputs),
-//! `cm.rs` (connection management), `service.rs` (glue between TCP, MPA and the QP after
-//! each input), `glue.rs` (the MPA source and sink adapters over the RDMA layer),
-//! `event.rs`, `counters.rs`, `config.rs`.
+//! listeners, ports), `conn.rs` (one connection), `engine.rs` (inputs, timers),
+//! `transmit.rs` (outputs), `sched.rs` (ready list and timer heap: no scans),
+//! `cm.rs` (connection management), `verbs.rs` (verbs wrappers that ring the doorbell),
+//! `service.rs` (glue between TCP, MPA and the QP after each input), `glue.rs` (the MPA
+//! source and sink adapters over the RDMA layer), `event.rs`, `counters.rs`, `config.rs`.
 #![forbid(unsafe_code)]
 
 pub mod cm;
@@ -41,7 +58,10 @@ pub mod engine;
 pub mod event;
 pub mod glue;
 pub mod iface;
+pub mod sched;
 mod service;
+mod transmit;
+mod verbs;
 
 #[cfg(test)]
 mod tests;

@@ -29,7 +29,7 @@ fn rtr_kind(t: Option<RtrType>) -> Option<RtrKind> {
 impl Core {
     /// Processes everything the layers of `conn` reported.
     pub(crate) fn service(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
-        self.tcp_events(now, conn);
+        self.tcp_events(now, id, conn);
         self.mpa_events(now, id, conn);
         if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
             // The inbound RTR needs nothing more from us: MPA opens its gate on the first
@@ -51,9 +51,52 @@ impl Core {
                 }
             }
         }
+        // LLP Close complete from the RDMA point of view (verbs 6.2.5, figures 9 and 11):
+        // our FIN is acknowledged and the peer's FIN received. TIME_WAIT is TCP's own
+        // business: the connection lingers in the table without its QP, which goes to
+        // Idle (Closing) or Error (Terminate) now and can be reused at once.
+        if conn.qp_ready && conn.tcp.state() == TcpState::TimeWait {
+            self.detach_qp(id, conn, LlpEvent::Closed);
+        }
     }
 
-    fn tcp_events(&mut self, now: Instant, conn: &mut Conn) {
+    /// Ends the association of the connection's QP with its LLP stream: the QP hears
+    /// `ev` (Closed, Reset or TimedOut), forgets the connection, and the caller is told
+    /// `Disconnected`. The connection itself may live on (TIME_WAIT) without a QP.
+    pub(crate) fn detach_qp(&mut self, id: ConnId, conn: &mut Conn, ev: LlpEvent) {
+        let (true, Some(qp)) = (conn.qp_ready, conn.qp) else {
+            return;
+        };
+        self.rnic.qp_llp_event(qp, ev);
+        conn.qp_ready = false;
+        conn.qp = None;
+        conn.close_requested = false;
+        conn.state = ConnState::Closing;
+        if self.qp_conns.get(&qp) == Some(&id) {
+            self.qp_conns.remove(&qp);
+        }
+        if conn.established {
+            conn.reported = true;
+            self.push_event(Event::Disconnected { conn: id, qp });
+        }
+    }
+
+    /// An engine-initiated close did not complete in time (FIN_WAIT_2 with a silent
+    /// peer, or a close that never got its FIN out): reset the connection; the QP hears
+    /// that the LLP timed out (verbs 6.2.5: LLP Reset, "LLP Connection Lost", Error).
+    pub(crate) fn close_timed_out(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
+        conn.close_deadline = None;
+        if matches!(conn.tcp.state(), TcpState::Closed | TcpState::TimeWait) {
+            return;
+        }
+        self.counters.llp_close_timeouts += 1;
+        conn.failure.get_or_insert(ConnectFailure::Timeout);
+        self.detach_qp(id, conn, LlpEvent::TimedOut);
+        conn.tcp.abort(now);
+        conn.state = ConnState::Closing;
+    }
+
+    fn tcp_events(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
         while let Some(ev) = conn.tcp.poll_event() {
             match ev {
                 TcpEvent::Connected => {
@@ -65,8 +108,8 @@ impl Core {
                     (true, Some(qp)) => self.rnic.qp_llp_event(qp, LlpEvent::PeerClosed),
                     _ => {
                         conn.failure.get_or_insert(ConnectFailure::Reset);
-                        conn.tcp.close(now);
-                        conn.state = ConnState::Closing;
+                        let deadline = self.close_deadline(now);
+                        conn.close(now, deadline);
                     }
                 },
                 TcpEvent::Closed | TcpEvent::Reset | TcpEvent::TimedOut => {
@@ -92,10 +135,8 @@ impl Core {
                         _ => (LlpEvent::Closed, ConnectFailure::Reset),
                     };
                     conn.failure.get_or_insert(failure);
-                    if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
-                        self.rnic.qp_llp_event(qp, llp);
-                        conn.qp_ready = false;
-                    }
+                    conn.close_deadline = None;
+                    self.detach_qp(id, conn, llp);
                     conn.state = ConnState::Closing;
                 }
             }
@@ -134,8 +175,8 @@ impl Core {
                         conn: id,
                         private_data,
                     });
-                    conn.tcp.close(now);
-                    conn.state = ConnState::Closing;
+                    let deadline = self.close_deadline(now);
+                    conn.close(now, deadline);
                 }
                 MpaEvent::Failed(f) => {
                     self.counters.mpa_failures += 1;
@@ -185,10 +226,7 @@ impl Core {
             conn.state = ConnState::Closing;
             return;
         };
-        let (role, rtr) = match conn.role {
-            Role::Active => (LlpRole::Initiator, rtr_kind(neg.send_rtr)),
-            Role::Passive => (LlpRole::Responder, rtr_kind(neg.await_rtr)),
-        };
+        let (role, rtr) = Self::llp_role(conn, neg);
         // What we offered was capped by the QP's attributes; cap again in case the peer's
         // answer raised it (our ORD never exceeds our offer, nor our IRD).
         let (ird, ord) = match self.rnic.query_qp(qp) {
@@ -225,6 +263,37 @@ impl Core {
         }
     }
 
+    /// The QP's LLP role and RTR duty for a negotiated connection.
+    ///
+    /// - Initiator: the RTR MPA negotiated (revision 2). In MPA revision 1 there is no
+    ///   RTR negotiation, but peer-to-peer mode asked by the application is still served
+    ///   the MPA v1 way: a zero-length RDMA Write as the first FPDU (a responder that does
+    ///   not expect it places nothing: zero-length tagged Writes are not validated).
+    /// - Responder: MPA already holds our FPDUs back until the initiator's first FPDU
+    ///   (RFC 5044 7.1.2, unless `responder_waits_for_first_fpdu` is off, and then we
+    ///   are configured to send at once), so the QP need not hold its send queue: local-only WRs (Bind, Fast-Register, Invalidate Local) complete at
+    ///   once and ULPDUs queue (bounded) in MPA. `iwarp-rdma`'s `LlpRole::Responder`
+    ///   holds every SQ WR until the first inbound FPDU, so it is used only where the QP
+    ///   must recognise the inbound RTR itself: a zero-length Send RTR, which must not
+    ///   consume a receive. Write and Read RTRs need no recognition (a zero-length Write
+    ///   places nothing; a zero-length Read is answered by a zero-length Read Response).
+    fn llp_role(conn: &Conn, neg: &Negotiated) -> (LlpRole, Option<RtrKind>) {
+        match conn.role {
+            Role::Active => {
+                let rtr = match rtr_kind(neg.send_rtr) {
+                    None if neg.revision == 1 && conn.params.p2p => Some(RtrKind::Write),
+                    r => r,
+                };
+                (LlpRole::Initiator, rtr)
+            }
+            Role::Passive => match rtr_kind(neg.await_rtr) {
+                Some(RtrKind::Send) => (LlpRole::Responder, Some(RtrKind::Send)),
+                // The QP sends nothing first and holds nothing back.
+                _ => (LlpRole::Initiator, None),
+            },
+        }
+    }
+
     /// Moves ULPDUs from the QP into MPA while TCP can send them.
     pub(crate) fn pump(&mut self, now: Instant, conn: &mut Conn, mem: &dyn Memory) {
         let (true, Some(qp)) = (conn.qp_ready, conn.qp) else {
@@ -239,8 +308,8 @@ impl Core {
         }
         if dry && conn.close_requested {
             conn.close_requested = false;
-            conn.tcp.close(now);
-            conn.state = ConnState::Closing;
+            let deadline = self.close_deadline(now);
+            conn.close(now, deadline);
         }
     }
 
@@ -249,9 +318,10 @@ impl Core {
         let max = conn.mpa.max_ulpdu_len(conn.tcp.eff_mss());
         for _ in 0..PUMP_MAX {
             // Keep about one window of FPDUs queued ahead of TCP: enough to fill it,
-            // not so much that completions lag.
+            // not so much that completions lag. FPDUs a responder's MPA still holds back
+            // (RFC 5044 7.1.2) count as unsent: the queue stays about one window long.
             let sent = conn.tx_sent_max.max(conn.tcp.acked_offset());
-            let unsent = conn.mpa.end_offset().saturating_sub(sent);
+            let unsent = conn.mpa.queued_end_offset().saturating_sub(sent);
             let target = conn.tcp.send_window_room().max(max) as u64;
             if unsent >= target || conn.mpa.tx_room() == 0 {
                 return false;
@@ -275,22 +345,18 @@ impl Core {
     }
 
     /// A connection left the table: release what it held and tell the caller.
-    pub(crate) fn retire(&mut self, id: ConnId, conn: Conn) {
+    pub(crate) fn retire(&mut self, id: ConnId, mut conn: Conn) {
         self.counters.conns_closed += 1;
         self.retired_retransmits += conn.tcp.counters().retransmits;
         if let Some(port) = conn.backlog_port {
             self.listeners.release_slot(port);
         }
+        // Normally detached already when TCP reported the end.
+        self.detach_qp(id, &mut conn, LlpEvent::Closed);
         if let Some(qp) = conn.qp {
+            // Never established (an active open that failed).
             if self.qp_conns.get(&qp) == Some(&id) {
                 self.qp_conns.remove(&qp);
-            }
-            if conn.qp_ready {
-                self.rnic.qp_llp_event(qp, LlpEvent::Closed);
-            }
-            if conn.established {
-                self.push_event(Event::Disconnected { conn: id, qp });
-                return;
             }
         }
         // The caller knows this connection (it connected, or saw its ConnectRequest) and

@@ -338,12 +338,14 @@ fn responder_holds_fpdus_until_first_received() {
     p.r.push_ulpdu(5, 30).unwrap();
     let reply_end = p.r_sent;
     assert_eq!(p.r.end_offset(), reply_end);
+    assert_eq!(p.r.queued_end_offset(), reply_end + 36, "held, but queued");
     // The initiator's first FPDU (e.g. its RTR) opens the gate.
     p.isrc.ulpdus.insert(1, ulpdu(14, 1));
     p.i.push_ulpdu(1, 14).unwrap();
     p.i_to_r();
     assert_eq!(p.rsink.got.len(), 1);
     assert_eq!(p.r.end_offset(), reply_end + 36);
+    assert_eq!(p.r.queued_end_offset(), p.r.end_offset());
     p.r_to_i();
     assert_eq!(p.isink.got, vec![ulpdu(30, 5)]);
 }

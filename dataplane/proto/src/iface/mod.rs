@@ -72,6 +72,24 @@ pub struct Iface {
     pub ctrl: FrameQueue,
 }
 
+/// True if `frame` is an Ethernet/IPv4/TCP frame with the RST flag (checked views: a short
+/// or foreign frame is just not an RST).
+pub fn is_tcp_rst(frame: &[u8]) -> bool {
+    let Ok(eth) = EthernetFrame::new_checked(frame) else {
+        return false;
+    };
+    if eth.ethertype() != EthernetProtocol::Ipv4 {
+        return false;
+    }
+    let Ok(ip) = smoltcp::wire::Ipv4Packet::new_checked(eth.payload()) else {
+        return false;
+    };
+    if ip.next_header() != IpProtocol::Tcp {
+        return false;
+    }
+    smoltcp::wire::TcpPacket::new_checked(ip.payload()).is_ok_and(|t| t.rst())
+}
+
 /// Writes an Ethernet header into `buf[..14]`.
 pub fn emit_eth(buf: &mut [u8], dst: [u8; 6], src: [u8; 6], ethertype: EthernetProtocol) {
     let mut f = EthernetFrame::new_unchecked(&mut buf[..ETH_HEADER_LEN]);

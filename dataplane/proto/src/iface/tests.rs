@@ -213,3 +213,21 @@ fn ctrl_queue_full_is_counted() {
     assert_eq!(c.drops_of(DropReason::TxQueueFull), 1);
     assert_eq!(c.icmp_echo_replies, 1);
 }
+
+#[test]
+fn rst_flag_is_read_from_emitted_frames() {
+    // Ethernet / IPv4 (20 bytes, proto 6) / TCP (20 bytes, flags RST|ACK = 0x14).
+    let mut f: Vec<u8> = vec![
+        0x02, 0, 0, 0, 0, 0x02, 0x02, 0, 0, 0, 0, 0x01, 0x08, 0x00, // eth
+        0x45, 0, 0, 40, 0, 0, 0x40, 0, 64, 6, 0, 0, 10, 0, 0, 1, 10, 0, 0, 2, // ipv4
+        0x13, 0x88, 0xc0, 0x00, 0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x14, 0, 0, 0, 0, 0, 0, // tcp
+    ];
+    assert!(is_tcp_rst(&f));
+    f[47] = 0x10; // ACK only
+    assert!(!is_tcp_rst(&f));
+    f[47] = 0x04;
+    f[23] = 1; // ICMP, not TCP
+    assert!(!is_tcp_rst(&f));
+    assert!(!is_tcp_rst(&f[..30]), "truncated");
+    assert!(!is_tcp_rst(&ARP_REPLY));
+}

@@ -8,14 +8,14 @@ use iwarp_types::{QpState, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, WcOpc
 use super::harness::{Node, Pair};
 use crate::{AcceptParams, ConnectFailure, ConnectParams, Event, PrivateData};
 
-const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
-const PORT: u16 = 5000;
+pub(super) const B_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
+pub(super) const PORT: u16 = 5000;
 
-fn pd(s: &[u8]) -> PrivateData {
+pub(super) fn pd(s: &[u8]) -> PrivateData {
     PrivateData::new(s).unwrap()
 }
 
-fn sge(n: &Node, addr: u64, length: u32) -> SgList {
+pub(super) fn sge(n: &Node, addr: u64, length: u32) -> SgList {
     SgList::single(Sge {
         addr,
         length,
@@ -23,14 +23,14 @@ fn sge(n: &Node, addr: u64, length: u32) -> SgList {
     })
 }
 
-fn pattern(len: usize, seed: u8) -> Vec<u8> {
+pub(super) fn pattern(len: usize, seed: u8) -> Vec<u8> {
     (0..len)
         .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
         .collect()
 }
 
 /// Connects A to B's listener; returns the two connection ids.
-fn establish(p: &mut Pair) {
+pub(super) fn establish(p: &mut Pair) {
     p.b.eng.listen(PORT, 4).unwrap();
     let params = ConnectParams {
         private_data: pd(b"hello"),
@@ -90,14 +90,14 @@ fn connect_send_write_read_close() {
         wr_id: 100,
         sgl: sge(&p.b, 4096, 8192),
     };
-    p.b.eng.rnic_mut().post_recv(qb, &recv).unwrap();
+    p.b.eng.post_recv(qb, &recv).unwrap();
     let send = SendWr {
         wr_id: 1,
         op: SendOp::Send,
         sgl: sge(&p.a, 0, 3000),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &send).unwrap();
+    p.a.eng.post_send(qa, &send).unwrap();
     p.run(false);
     let cb = p.b.completions();
     assert_eq!(cb.len(), 1, "{cb:?}");
@@ -126,7 +126,7 @@ fn connect_send_write_read_close() {
         sgl: sge(&p.a, 16_384, 20_000),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &write).unwrap();
+    p.a.eng.post_send(qa, &write).unwrap();
     p.run(false);
     assert_eq!(p.b.bytes(65_536, 20_000), &data[..]);
     let ca = p.a.completions();
@@ -150,7 +150,7 @@ fn connect_send_write_read_close() {
         sgl: sge(&p.a, 300_000, 10_000),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &read).unwrap();
+    p.a.eng.post_send(qa, &read).unwrap();
     p.run(false);
     assert_eq!(p.a.bytes(300_000, 10_000), &data[..]);
     let ca = p.a.completions();
@@ -250,9 +250,16 @@ fn abort_resets_both_sides() {
         wr_id: 9,
         sgl: sge(&p.b, 0, 100),
     };
-    p.b.eng.rnic_mut().post_recv(qb, &recv).unwrap();
+    p.b.eng.post_recv(qb, &recv).unwrap();
+    let rsts_before = p.a.eng.counters().tcp_rsts_sent;
     p.a.eng.abort(p.now, qa).unwrap();
     p.run(false);
+    assert_eq!(
+        p.a.eng.counters().tcp_rsts_sent,
+        rsts_before + 1,
+        "the abort's RST is counted where it leaves"
+    );
+    assert_eq!(p.b.eng.counters().tcp_rsts_received, 1);
     assert_eq!(p.a.eng.conn_count(), 0);
     assert_eq!(p.b.eng.conn_count(), 0);
     assert!(p
@@ -299,7 +306,7 @@ fn peer_to_peer_rtr_lets_the_responder_send_first_after_it() {
         wr_id: 5,
         sgl: sge(&p.a, 0, 64),
     };
-    p.a.eng.rnic_mut().post_recv(qa, &recv).unwrap();
+    p.a.eng.post_recv(qa, &recv).unwrap();
     p.b.fill(0, b"after the RTR");
     let send = SendWr {
         wr_id: 6,
@@ -307,7 +314,7 @@ fn peer_to_peer_rtr_lets_the_responder_send_first_after_it() {
         sgl: sge(&p.b, 0, 13),
         flags: SendFlags::SIGNALED,
     };
-    p.b.eng.rnic_mut().post_send(qb, &send).unwrap();
+    p.b.eng.post_send(qb, &send).unwrap();
     p.run(false);
     let ca = p.a.completions();
     assert_eq!(ca.len(), 1, "{ca:?}");
@@ -323,7 +330,7 @@ fn peer_to_peer_rtr_lets_the_responder_send_first_after_it() {
 }
 
 /// Is this an Ethernet/IPv4/TCP frame with payload? Returns the payload offset.
-fn tcp_payload_at(f: &[u8]) -> Option<usize> {
+pub(super) fn tcp_payload_at(f: &[u8]) -> Option<usize> {
     if f.len() < 54 || f[12..14] != [0x08, 0x00] || f[23] != 6 {
         return None;
     }
@@ -361,7 +368,7 @@ fn lost_segments_are_retransmitted_from_registered_memory() {
         sgl: sge(&p.a, 0, 64 * 1024),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &write).unwrap();
+    p.a.eng.post_send(qa, &write).unwrap();
     let mut ca = Vec::new();
     p.run_until(|p| {
         ca.extend(p.a.completions());
@@ -385,7 +392,7 @@ fn corrupted_fpdu_fails_crc_and_terminates() {
             wr_id,
             sgl: sge(&p.b, 0, 4096),
         };
-        p.b.eng.rnic_mut().post_recv(qb, &recv).unwrap();
+        p.b.eng.post_recv(qb, &recv).unwrap();
     }
     let send = SendWr {
         wr_id: 2,
@@ -393,7 +400,7 @@ fn corrupted_fpdu_fails_crc_and_terminates() {
         sgl: sge(&p.a, 0, 1000),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &send).unwrap();
+    p.a.eng.post_send(qa, &send).unwrap();
     p.run(false);
     assert_eq!(p.b.completions().len(), 1);
     // Flip a payload byte of the next data segment and fix the TCP checksum, so only the
@@ -419,7 +426,7 @@ fn corrupted_fpdu_fails_crc_and_terminates() {
         sgl: sge(&p.a, 0, 1000),
         flags: SendFlags::SIGNALED,
     };
-    p.a.eng.rnic_mut().post_send(qa, &send).unwrap();
+    p.a.eng.post_send(qa, &send).unwrap();
     p.run_until(|p| p.a.eng.conn_count() == 0 && p.b.eng.conn_count() == 0);
     let cb = p.b.completions();
     assert!(
@@ -486,7 +493,7 @@ fn initiator_abort_before_accept_is_reported_to_both() {
 }
 
 /// A second QP on a node, like the harness's first.
-fn extra_qp(n: &mut Node) -> iwarp_types::QpId {
+pub(super) fn extra_qp(n: &mut Node) -> iwarp_types::QpId {
     let info = n.eng.rnic().query_qp(n.qp).unwrap();
     n.eng.rnic_mut().create_qp(&info.attr).unwrap().0
 }
@@ -537,7 +544,7 @@ fn two_connections_are_demultiplexed() {
             sgl: sge(&p.a, (i * 8192) as u64, 5000),
             flags: SendFlags::SIGNALED,
         };
-        p.a.eng.rnic_mut().post_send(*q, &wr).unwrap();
+        p.a.eng.post_send(*q, &wr).unwrap();
     }
     let mut ca = Vec::new();
     p.run_until(|p| {

@@ -33,10 +33,6 @@ pub fn config(last: u8) -> EngineConfig {
 }
 
 impl Node {
-    pub fn new(last: u8) -> Node {
-        Node::with_config(config(last))
-    }
-
     pub fn with_config(cfg: EngineConfig) -> Node {
         let mut eng = Engine::new(cfg);
         let mut mem = VecMemory::new();
@@ -143,15 +139,23 @@ pub struct Pair {
     pub now: Instant,
     /// Impairment of frames from A to B.
     pub a_to_b: Filter,
+    /// Impairment of frames from B to A.
+    pub b_to_a: Filter,
 }
 
 impl Pair {
     pub fn new() -> Pair {
+        Pair::with_configs(config(1), config(2))
+    }
+
+    /// Two nodes with these configurations (from [`config`], adjusted).
+    pub fn with_configs(a: EngineConfig, b: EngineConfig) -> Pair {
         Pair {
-            a: Node::new(1),
-            b: Node::new(2),
+            a: Node::with_config(a),
+            b: Node::with_config(b),
             now: Instant::ZERO,
             a_to_b: Box::new(|_| true),
+            b_to_a: Box::new(|_| true),
         }
     }
 
@@ -208,8 +212,10 @@ impl Pair {
                     self.b.eng.handle_frame(self.now, &f, &mut self.b.mem);
                 }
             }
-            for f in fb {
-                self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
+            for mut f in fb {
+                if (self.b_to_a)(&mut f) {
+                    self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
+                }
             }
         }
         panic!("pair did not settle");

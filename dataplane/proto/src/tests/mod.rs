@@ -2,5 +2,8 @@
 //! back by a tiny in-test loop.
 
 mod b2b;
+mod close;
 mod harness;
+mod responder;
+mod scale;
 mod single;

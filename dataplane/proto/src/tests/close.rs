@@ -1,0 +1,147 @@
+//! Teardown: the QP leaves the connection when the LLP close completes from the RDMA
+//! point of view (our FIN acknowledged, the peer's FIN received), not when TIME_WAIT
+//! ends; a close that cannot complete is bounded by `llp_close_timeout_ms`.
+
+use iwarp_rdma::QpModify;
+use iwarp_types::{AsyncEventKind, Duration, EventResource, QpState};
+
+use super::b2b::{establish, B_IP, PORT};
+use super::harness::{config, Pair};
+use crate::{AcceptParams, ConnectParams, Event};
+
+fn async_kinds(events: &[Event], qp: iwarp_types::QpId) -> Vec<AsyncEventKind> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Async(a) if a.resource == EventResource::Qp(qp) => Some(a.kind),
+            _ => None,
+        })
+        .collect()
+}
+
+fn disconnects(events: &[Event]) -> usize {
+    events
+        .iter()
+        .filter(|e| matches!(e, Event::Disconnected { .. }))
+        .count()
+}
+
+#[test]
+fn graceful_close_frees_the_qp_while_tcp_lingers_in_time_wait() {
+    let mut p = Pair::new();
+    establish(&mut p);
+    let (qa, qb) = (p.a.qp, p.b.qp);
+    let start = p.now;
+    p.a.eng.disconnect(p.now, qa).unwrap();
+    p.run_until(|p| p.a.eng.rnic().query_qp(qa).unwrap().state == QpState::Idle);
+    assert!(
+        p.now.saturating_since(start) < Duration::from_secs(1),
+        "Idle after the FIN exchange, not after TIME_WAIT ({:?})",
+        p.now.saturating_since(start)
+    );
+    let ea = p.a.take_events();
+    assert_eq!(disconnects(&ea), 1, "{ea:?}");
+    assert!(async_kinds(&ea, qa).contains(&AsyncEventKind::LlpCloseComplete));
+    assert_eq!(p.a.eng.qp_conn(qa), None, "detached");
+    assert_eq!(
+        p.a.eng.conn_count(),
+        1,
+        "the TCP connection is in TIME_WAIT"
+    );
+    assert_eq!(p.b.eng.conn_count(), 0, "the passive closer is done");
+    assert_eq!(p.b.eng.rnic().query_qp(qb).unwrap().state, QpState::Idle);
+    assert_eq!(disconnects(&p.b.take_events()), 1);
+
+    // The QP is reusable at once: a new connection from it, while the old one lingers.
+    let qb2 = super::b2b::extra_qp(&mut p.b);
+    p.a.eng
+        .connect(p.now, qa, B_IP, PORT, ConnectParams::default())
+        .unwrap();
+    p.run(false);
+    let conn = match p.b.take_events().as_slice() {
+        [Event::ConnectRequest { conn, .. }] => *conn,
+        other => panic!("{other:?}"),
+    };
+    p.b.eng
+        .accept(p.now, conn, qb2, AcceptParams::default())
+        .unwrap();
+    p.run(false);
+    assert!(p
+        .a
+        .take_events()
+        .iter()
+        .any(|e| matches!(e, Event::Established { qp, .. } if *qp == qa)));
+    assert_eq!(p.a.eng.conn_count(), 2);
+
+    // TIME_WAIT ends later without a word to the caller about the old connection.
+    p.run_until(|p| p.a.eng.conn_count() == 1);
+    let ea = p.a.take_events();
+    assert!(ea.is_empty(), "{ea:?}");
+    assert_eq!(p.a.eng.rnic().query_qp(qa).unwrap().state, QpState::Rts);
+}
+
+#[test]
+fn terminate_reaches_error_without_waiting_for_time_wait() {
+    let mut p = Pair::new();
+    establish(&mut p);
+    let (qa, qb) = (p.a.qp, p.b.qp);
+    let start = p.now;
+    let m = QpModify {
+        state: Some(QpState::Terminate),
+        ..QpModify::default()
+    };
+    p.a.eng.modify_qp(qa, &m).unwrap();
+    p.run_until(|p| p.a.eng.rnic().query_qp(qa).unwrap().state == QpState::Error);
+    assert!(p.now.saturating_since(start) < Duration::from_secs(1));
+    assert_eq!(p.a.eng.qp_conn(qa), None);
+    assert_eq!(disconnects(&p.a.take_events()), 1);
+    assert!(
+        p.a.eng.conn_count() <= 1,
+        "at most the TIME_WAIT connection is left"
+    );
+    let eb = p.b.take_events();
+    assert!(
+        async_kinds(&eb, qb).iter().any(|k| matches!(
+            k,
+            AsyncEventKind::TerminateReceived(c) if *c == iwarp_types::TermCode::RDMAP_LOCAL_CATASTROPHIC
+        )),
+        "{eb:?}"
+    );
+    // Error to Idle at once: the QP is free for a new connection.
+    let idle = QpModify {
+        state: Some(QpState::Idle),
+        ..QpModify::default()
+    };
+    p.a.eng.modify_qp(qa, &idle).unwrap();
+    assert_eq!(p.a.eng.rnic().query_qp(qa).unwrap().state, QpState::Idle);
+}
+
+#[test]
+fn fin_wait_2_with_a_silent_peer_is_bounded() {
+    let mut ca = config(1);
+    ca.llp_close_timeout_ms = 2_000;
+    let mut p = Pair::with_configs(ca, config(2));
+    establish(&mut p);
+    let qa = p.a.qp;
+    // B's FIN never arrives (its segments carrying FIN are lost), its ACKs do.
+    p.b_to_a = Box::new(|f: &mut Vec<u8>| !(f.len() > 47 && f[23] == 6 && f[47] & 0x01 != 0));
+    let start = p.now;
+    p.a.eng.disconnect(p.now, qa).unwrap();
+    p.run_until(|p| p.a.eng.rnic().query_qp(qa).unwrap().state != QpState::Rts);
+    p.run_until(|p| p.a.eng.rnic().query_qp(qa).unwrap().state == QpState::Error);
+    let waited = p.now.saturating_since(start);
+    assert!(
+        waited >= Duration::from_secs(2) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    let ea = p.a.take_events();
+    assert!(
+        async_kinds(&ea, qa).contains(&AsyncEventKind::LlpConnectionLost),
+        "{ea:?}"
+    );
+    assert_eq!(disconnects(&ea), 1);
+    let c = p.a.eng.counters().clone();
+    assert_eq!(c.llp_close_timeouts, 1);
+    assert!(c.tcp_rsts_sent >= 1, "the connection was reset");
+    p.run_until(|p| p.a.eng.conn_count() == 0);
+}
