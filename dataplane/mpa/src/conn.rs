@@ -131,6 +131,13 @@ impl<D> MpaConn<D> {
         self.hs.poll_timeout()
     }
 
+    /// Starts the handshake timeout again from `now`. The engine calls it when the TCP
+    /// connection is established, so that the MPA timeout measures MPA and not TCP's SYN
+    /// retransmissions.
+    pub fn restart_timer(&mut self, now: Instant) {
+        self.hs.restart_timer(now);
+    }
+
     /// Fails the start-up phase with `Timeout` if its deadline passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.hs.handle_timeout(now, &mut self.events);

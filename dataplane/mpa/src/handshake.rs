@@ -221,6 +221,13 @@ impl Handshake {
         self.deadline
     }
 
+    /// Starts the handshake deadline again from `now`, if it is still running.
+    pub(crate) fn restart_timer(&mut self, now: Instant) {
+        if self.deadline.is_some() {
+            self.deadline = Some(now + self.cfg.handshake_timeout);
+        }
+    }
+
     pub(crate) fn handle_timeout(&mut self, now: Instant, events: &mut crate::conn::Events) {
         if let Some(d) = self.deadline {
             if now >= d {

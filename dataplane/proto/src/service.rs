@@ -102,6 +102,7 @@ impl Core {
                 TcpEvent::Connected => {
                     if conn.state == ConnState::TcpHandshake {
                         conn.state = ConnState::MpaHandshake;
+                        conn.mpa.restart_timer(now);
                     }
                 }
                 TcpEvent::PeerClosed => match (conn.qp_ready, conn.qp) {

@@ -547,6 +547,26 @@ fn timeouts() {
     assert_eq!(r.poll_timeout(), Some(deadline));
     r.rx(&mut sink).deliver(10, &req[10..]);
     assert_eq!(r.poll_timeout(), None);
+    // Once stopped, a restart does not start it again.
+    r.restart_timer(deadline);
+    assert_eq!(r.poll_timeout(), None);
+}
+
+#[test]
+fn restart_timer_moves_the_deadline() {
+    let c = MpaConfig {
+        handshake_timeout: secs(2),
+        ..cfg()
+    };
+    let mut i: MpaConn<u32> = MpaConn::initiator(&c, b"", T0).unwrap();
+    // TCP took 5 s to connect: the MPA deadline counts from then.
+    let connected = T0 + secs(5);
+    i.restart_timer(connected);
+    assert_eq!(i.poll_timeout(), Some(connected + secs(2)));
+    i.handle_timeout(connected + secs(1));
+    assert_eq!(i.poll_event(), None);
+    i.handle_timeout(connected + secs(2));
+    expect_failed(&mut i, FailReason::Timeout, None);
 }
 
 fn responder_fed(bytes: &[u8]) -> MpaConn<u32> {
