@@ -1,0 +1,163 @@
+//! `iwarp-bench-report`: prints each WRITE benchmark as goodput (Gbit/s) or message rate
+//! (M WR/s) beside the machine's limit (2x copy + CRC32c) measured in the same run, and
+//! the ratio; the median of `--runs` runs of `--secs` seconds each.
+//!
+//! ```text
+//! cargo run --release -p iwarp-benches --bin iwarp-bench-report -- [--runs N] [--secs S]
+//!     [--mtu M] [--sw-csum] [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N]
+//!     [--profile-wrs N] [--limit-only]
+//! ```
+//!
+//! `--profile-wrs N` only runs the engines for N WRITEs of each size (no limit, no
+//! timing): a workload for `perf record` or `valgrind --tool=callgrind`. `--limit-only`
+//! prints only the limit for each size (e.g. `--sizes 1448,65536` to compare the CRC
+//! speed of one MSS-sized FPDU with that of a whole message).
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use iwarp_benches::{measure, target_met, Case, Running};
+
+struct Args {
+    runs: usize,
+    secs: f64,
+    mtu: Option<usize>,
+    sw_csum: bool,
+    sizes: Vec<u32>,
+    sq_depth: Option<u32>,
+    signal_every: Option<u64>,
+    profile_wrs: Option<u64>,
+    limit_only: bool,
+}
+
+const USAGE: &str = "usage: iwarp-bench-report [--runs N] [--secs S] [--mtu M] [--sw-csum] \
+                     [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--profile-wrs N] [--limit-only]";
+
+fn parse() -> Result<Args, String> {
+    let mut a = Args {
+        runs: 5,
+        secs: 1.0,
+        mtu: None,
+        sw_csum: false,
+        sizes: vec![4096, 65536, 64],
+        sq_depth: None,
+        signal_every: None,
+        profile_wrs: None,
+        limit_only: false,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--runs" => a.runs = value()?.parse().map_err(|e| format!("--runs: {e}"))?,
+            "--secs" => a.secs = value()?.parse().map_err(|e| format!("--secs: {e}"))?,
+            "--mtu" => a.mtu = Some(value()?.parse().map_err(|e| format!("--mtu: {e}"))?),
+            "--sq-depth" => {
+                a.sq_depth = Some(value()?.parse().map_err(|e| format!("--sq-depth: {e}"))?)
+            }
+            "--signal-every" => {
+                a.signal_every = Some(
+                    value()?
+                        .parse()
+                        .map_err(|e| format!("--signal-every: {e}"))?,
+                )
+            }
+            "--profile-wrs" => {
+                a.profile_wrs = Some(
+                    value()?
+                        .parse()
+                        .map_err(|e| format!("--profile-wrs: {e}"))?,
+                )
+            }
+            "--sw-csum" => a.sw_csum = true,
+            "--limit-only" => a.limit_only = true,
+            "--sizes" => {
+                a.sizes = value()?
+                    .split(',')
+                    .map(|s| s.trim().parse::<u32>().map_err(|e| format!("--sizes: {e}")))
+                    .collect::<Result<_, _>>()?
+            }
+            // `cargo bench` passes --bench to every target; ignore it.
+            "--bench" => {}
+            "-h" | "--help" => return Err(USAGE.into()),
+            other => return Err(format!("unknown argument {other}\n{USAGE}")),
+        }
+    }
+    if !(a.secs > 0.0 && a.secs.is_finite()) || a.runs == 0 {
+        return Err("--secs and --runs must be positive".into());
+    }
+    Ok(a)
+}
+
+fn main() -> ExitCode {
+    let args = match parse() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(2);
+        }
+    };
+    let time = Duration::from_secs_f64(args.secs);
+    println!(
+        "# {} runs of {:.1} s each, medians; limit = one core: crc32c(src) + copy to frame + \
+         crc32c(frame) + copy to dst, buffers of the message size",
+        args.runs, args.secs
+    );
+    let mut failed = false;
+    for &size in &args.sizes {
+        if args.limit_only {
+            let mut v: Vec<f64> = (0..args.runs)
+                .map(|_| iwarp_benches::limit::limit_bytes_per_s(size as usize, time))
+                .collect();
+            let m = iwarp_benches::report::median(&mut v).unwrap_or(0.0);
+            println!(
+                "limit_{size}B: {:.2} Gbit/s, {:.2} M passes/s",
+                m * 8.0 / 1e9,
+                m / f64::from(size.max(1)) / 1e6
+            );
+            continue;
+        }
+        let mut case = Case::write(size).with_checksum_offload(!args.sw_csum);
+        if let Some(mtu) = args.mtu {
+            case = case.with_mtu(mtu);
+        }
+        if let Some(d) = args.sq_depth {
+            case.pair.sq_depth = d;
+        }
+        if let Some(n) = args.signal_every {
+            case.write.signal_every = n;
+        }
+        if let Some(n) = args.profile_wrs {
+            match Running::start(&case).and_then(|mut r| r.timed(n)) {
+                Ok((done, d)) => {
+                    println!("{}: {done} WRs in {:.3} s", case.name(), d.as_secs_f64())
+                }
+                Err(e) => {
+                    eprintln!("{}: {e}", case.name());
+                    failed = true;
+                }
+            }
+            continue;
+        }
+        match measure(&case, args.runs, time) {
+            Ok(s) => {
+                let verdict = match target_met(&s) {
+                    Some(true) => " target met",
+                    Some(false) => " TARGET MISSED",
+                    None => "",
+                };
+                println!("{}{verdict}", s.line());
+            }
+            Err(e) => {
+                eprintln!("{}: {e}", case.name());
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}

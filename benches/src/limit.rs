@@ -1,0 +1,117 @@
+//! The machine's own limit, measured in the same run as the engine.
+//!
+//! Definition: for a buffer of the message size, one core does what two software iWARP
+//! endpoints must do with every payload byte at the least, once per side:
+//!
+//! 1. CRC32c over the source (the sender's MPA CRC),
+//! 2. copy the source into a frame buffer (the sender's `fill` from registered memory),
+//! 3. CRC32c over the frame (the receiver's MPA CRC check),
+//! 4. copy the frame into the destination (the receiver's placement).
+//!
+//! The limit is message bytes divided by the time of these four steps, in bytes/s. It uses
+//! the same `crc32c` crate as the engine, and cache-warm buffers (like the benchmark's).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+/// The three buffers of the limit loop.
+pub struct CopyCrc {
+    src: Vec<u8>,
+    frame: Vec<u8>,
+    dst: Vec<u8>,
+}
+
+impl CopyCrc {
+    /// Buffers of `len` bytes (source filled with a pattern).
+    pub fn new(len: usize) -> CopyCrc {
+        let src = (0..len)
+            .map(|i| (i as u8).wrapping_mul(13).wrapping_add(1))
+            .collect();
+        CopyCrc {
+            src,
+            frame: vec![0; len],
+            dst: vec![0; len],
+        }
+    }
+
+    /// Bytes per pass.
+    pub fn len(&self) -> usize {
+        self.src.len()
+    }
+
+    /// True for zero-length buffers.
+    pub fn is_empty(&self) -> bool {
+        self.src.is_empty()
+    }
+
+    /// One pass: CRC the source, copy it into the frame, CRC the frame, copy the frame
+    /// into the destination. Returns both CRCs xored (equal CRCs: zero).
+    pub fn pass(&mut self) -> u32 {
+        let tx_crc = crc32c::crc32c(black_box(&self.src));
+        self.frame.copy_from_slice(&self.src);
+        let rx_crc = crc32c::crc32c(black_box(&self.frame));
+        self.dst.copy_from_slice(&self.frame);
+        black_box(&mut self.dst);
+        tx_crc ^ rx_crc
+    }
+
+    /// The destination (equals the source after one pass).
+    pub fn dst(&self) -> &[u8] {
+        &self.dst
+    }
+
+    /// The source.
+    pub fn src(&self) -> &[u8] {
+        &self.src
+    }
+}
+
+/// Runs passes for at least `min_time` (and at least 16 passes); returns bytes/s.
+pub fn limit_bytes_per_s(len: usize, min_time: Duration) -> f64 {
+    let mut b = CopyCrc::new(len.max(1));
+    // Warm the caches and the CRC path.
+    for _ in 0..16 {
+        black_box(b.pass());
+    }
+    let mut passes = 0u64;
+    let start = Instant::now();
+    let mut elapsed;
+    loop {
+        for _ in 0..16 {
+            black_box(b.pass());
+        }
+        passes += 16;
+        elapsed = start.elapsed();
+        if elapsed >= min_time {
+            break;
+        }
+    }
+    (passes as f64 * b.len() as f64) / elapsed.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_copies_and_both_crcs_agree() {
+        let mut b = CopyCrc::new(4096);
+        assert_eq!(b.pass(), 0, "CRC of the frame equals CRC of the source");
+        assert_eq!(b.dst(), b.src());
+        assert_eq!(b.len(), 4096);
+    }
+
+    #[test]
+    fn crc_is_the_iscsi_crc32c() {
+        // RFC 3720 B.4: 32 bytes of zeros.
+        assert_eq!(crc32c::crc32c(&[0u8; 32]), 0x8a91_36aa);
+    }
+
+    #[test]
+    fn limit_is_positive_and_finite() {
+        let r = limit_bytes_per_s(64, Duration::from_millis(5));
+        assert!(r.is_finite() && r > 1e6, "{r}");
+        let r = limit_bytes_per_s(0, Duration::from_millis(1));
+        assert!(r.is_finite() && r > 0.0, "{r}");
+    }
+}
