@@ -4,7 +4,7 @@
 //!   ChaCha stream;
 //! - [`link`]: a one-way link with loss, reordering, duplication, corruption, delay,
 //!   jitter, MTU and bandwidth (bounded queue) on virtual time, with counters;
-//! - [`pcap`]: capture of the frames the links carry; [`tshark`]: its dissection check;
+//! - capture of the frames the links carry through `iwarp_wire::pcap`; [`tshark`]: its dissection check;
 //! - [`sim`]: nodes joined by links (a pair, or a switch by MAC), a virtual clock that
 //!   jumps to the next event, `step`/`run_until` with hang detection;
 //! - [`host`]: an engine with its memory as a node, verbs set-up helpers, and the
@@ -16,7 +16,6 @@
 
 pub mod host;
 pub mod link;
-pub mod pcap;
 pub mod rng;
 pub mod session;
 pub mod sim;

@@ -13,7 +13,7 @@ use std::io::Write;
 use iwarp_types::{Duration, Instant};
 
 use crate::link::{Link, LinkConfig, LinkCounters};
-use crate::pcap::PcapSink;
+use iwarp_wire::pcap::{PcapWriter, TsResolution};
 use crate::rng::SimRng;
 
 /// Largest frame a node may write (jumbo MTU + Ethernet header, rounded up).
@@ -114,7 +114,7 @@ pub struct Sim<N: Node> {
     /// node `i` (downlink).
     links: Vec<Link>,
     dests: Vec<Dest>,
-    capture: Option<PcapSink<Box<dyn Write>>>,
+    capture: Option<PcapWriter<Box<dyn Write>>>,
     tx_buf: Vec<u8>,
     steps: u64,
     limits: SimLimits,
@@ -179,7 +179,7 @@ impl<N: Node> Sim<N> {
 
     /// Captures every frame delivered to a node into `out` (pcap).
     pub fn capture_to(&mut self, out: Box<dyn Write>) -> std::io::Result<()> {
-        self.capture = Some(PcapSink::new(out)?);
+        self.capture = Some(PcapWriter::new(out, TsResolution::Nanos)?);
         Ok(())
     }
 

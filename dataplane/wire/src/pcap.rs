@@ -232,6 +232,7 @@ impl<'a> Iterator for PcapReader<'a> {
 pub struct PcapWriter<W: Write> {
     out: W,
     resolution: TsResolution,
+    frames: u64,
 }
 
 impl<W: Write> PcapWriter<W> {
@@ -248,7 +249,7 @@ impl<W: Write> PcapWriter<W> {
         h[field::SNAPLEN].copy_from_slice(&MAX_SNAPLEN.to_le_bytes());
         h[field::LINKTYPE].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out, resolution })
+        Ok(PcapWriter { out, resolution, frames: 0 })
     }
 
     /// Appends one frame captured at `ts` (nanoseconds since the Unix epoch, or since the
@@ -269,7 +270,20 @@ impl<W: Write> PcapWriter<W> {
         h[field::INCL_LEN].copy_from_slice(&incl.to_le_bytes());
         h[field::ORIG_LEN].copy_from_slice(&orig.to_le_bytes());
         self.out.write_all(&h)?;
-        self.out.write_all(&frame[..incl as usize])
+        self.out.write_all(&frame[..incl as usize])?;
+        self.frames += 1;
+        Ok(())
+    }
+
+    /// Frames written so far.
+    pub fn frames(&self) -> u64 {
+        self.frames
+    }
+
+    /// Flushes and gives the output back.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.flush()?;
+        Ok(self.out)
     }
 
     /// Flushes the output.
@@ -398,8 +412,8 @@ mod tests {
         for (i, f) in frames.iter().enumerate() {
             w.write_frame(Instant(i as u64 * 1_500_000_001), f).unwrap();
         }
-        w.flush().unwrap();
-        let bytes = w.into_inner();
+        assert_eq!(w.frames(), 3);
+        let bytes = w.finish().unwrap();
         let recs: Vec<_> = PcapReader::new(&bytes)
             .unwrap()
             .map(|r| r.unwrap())
