@@ -18,7 +18,9 @@ pub struct KeepaliveConfig {
     /// Idle time before the first probe, milliseconds (RFC 1122: at least two hours by
     /// default; ours is configurable).
     pub idle_ms: u64,
-    /// Time between unanswered probes, milliseconds.
+    /// Time between unanswered probes, milliseconds. A probe is an old-sequence ACK the
+    /// peer answers at most once per its invalid-ACK interval (500 ms for us and Linux):
+    /// keep this well above that.
     pub interval_ms: u64,
     /// Unanswered probes before the connection is declared lost.
     pub count: u32,
@@ -68,14 +70,18 @@ pub struct TcpConfig {
     pub syn_retries: u32,
     /// Keepalive.
     pub keepalive: KeepaliveConfig,
-    /// Out-of-order receive buffer size, bytes (preallocated per connection).
+    /// Most out-of-order bytes held per connection. The storage is allocated only when
+    /// the first out-of-order segment arrives (loss, off the common path), sized
+    /// `min(ooo_max_bytes, receive window)`, and released `buffer_release_ms` after it
+    /// drained: a connection without loss holds none.
     pub ooo_max_bytes: usize,
     /// Most out-of-order ranges held; data needing more is dropped and not SACKed.
     pub ooo_max_ranges: usize,
     /// Most SACKed ranges the sender's scoreboard keeps.
     pub sack_max_ranges: usize,
     /// Most data segments in flight (their start offsets are kept so retransmissions
-    /// reuse the original boundaries).
+    /// reuse the original boundaries). The map grows with the segments actually in
+    /// flight (so with the window) up to this bound, and is released when idle.
     pub max_inflight_segments: usize,
     /// Maximum segment lifetime, ms (TIME_WAIT lasts 2 * MSL; RFC 9293: 120 000).
     pub msl_ms: u64,
@@ -85,6 +91,14 @@ pub struct TcpConfig {
     pub initial_cwnd_segments: u32,
     /// Most challenge ACKs sent per second (RFC 5961 section 7).
     pub challenge_acks_per_s: u32,
+    /// Least time between two ACKs sent in reply to unacceptable segments that occupy no
+    /// sequence space (out of window, PAWS-failed, acknowledging unsent data) and between
+    /// challenge ACKs, ms (Linux `tcp_invalid_ratelimit`: 500). This is what makes an
+    /// endless ACK exchange impossible; 0 disables the limit.
+    pub invalid_ack_interval_ms: u64,
+    /// Time after which empty loss-recovery storage (out-of-order buffer, SACK scoreboard,
+    /// in-flight segment map) is released, ms.
+    pub buffer_release_ms: u64,
 }
 
 impl Default for TcpConfig {
@@ -112,6 +126,8 @@ impl Default for TcpConfig {
             checksum_offload: false,
             initial_cwnd_segments: 10,
             challenge_acks_per_s: 100,
+            invalid_ack_interval_ms: 500,
+            buffer_release_ms: 1_000,
         }
     }
 }

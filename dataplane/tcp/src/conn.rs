@@ -136,6 +136,11 @@ pub struct TcpCounters {
     pub keepalive_probes: u64,
     /// Bytes the upper layer refused (`deliver` consumed less than offered).
     pub rx_refused_bytes: u64,
+    /// ACKs not sent in reply to unacceptable segments (and challenge ACKs not sent)
+    /// because one was sent less than `invalid_ack_interval_ms` before.
+    pub invalid_acks_suppressed: u64,
+    /// Out-of-order FINs remembered until the data before them arrived.
+    pub ooo_fins: u64,
 }
 
 /// A TCP connection built for MPA. See the module documentation for the call order.
@@ -169,6 +174,8 @@ pub struct TcpConn {
     /// Both sides sent the window scale option.
     pub(crate) ws_ok: bool,
     pub(crate) peer_mss: u16,
+    /// MSS the path allows (lowered by [`TcpConn::set_path_mss`]); `u16::MAX` if unknown.
+    pub(crate) path_mss: u16,
     pub(crate) sack_ok: bool,
     pub(crate) ts_ok: bool,
 
@@ -184,6 +191,8 @@ pub struct TcpConn {
     pub(crate) delack_segs: u32,
     pub(crate) challenge_window: Instant,
     pub(crate) challenge_count: u32,
+    /// When the last ACK answering an unacceptable segment (or challenge ACK) was sent.
+    pub(crate) last_invalid_ack: Option<Instant>,
 
     // Loss recovery and timing.
     pub(crate) dupacks: u32,
@@ -254,6 +263,7 @@ impl TcpConn {
             rcv_wscale: 0,
             ws_ok: false,
             peer_mss: DEFAULT_PEER_MSS,
+            path_mss: u16::MAX,
             sack_ok: false,
             ts_ok: false,
             rcv_nxt: 0,
@@ -265,6 +275,7 @@ impl TcpConn {
             delack_segs: 0,
             challenge_window: now,
             challenge_count: 0,
+            last_invalid_ack: None,
             dupacks: 0,
             in_recovery: false,
             recover: 0,
@@ -278,7 +289,8 @@ impl TcpConn {
             cc: CongestionControl::new(cfg.congestion, cfg.initial_cwnd_segments, mss),
             scoreboard: Scoreboard::new(cfg.sack_max_ranges),
             segmap: SegMap::new(cfg.max_inflight_segments),
-            ooo: OooBuffer::new(cfg.ooo_max_bytes, cfg.ooo_max_ranges),
+            // Data beyond the receive window is trimmed: no use holding more.
+            ooo: OooBuffer::new(cfg.ooo_max_bytes.min(rcv_wnd as usize), cfg.ooo_max_ranges),
             last_send: now,
             probe_pending: false,
             persist_backoff: 0,
@@ -338,6 +350,7 @@ impl TcpConn {
             self.rcv_wscale = 0;
             self.ws_ok = false;
             self.rcv_wnd = self.rcv_wnd.min(65_535);
+            self.ooo.limit_bytes(self.rcv_wnd as usize);
         }
         self.sack_ok = self.cfg.sack && syn.options.sack_permitted;
         self.ts_ok = self.cfg.timestamps && syn.options.timestamp.is_some();
@@ -409,10 +422,10 @@ impl TcpConn {
         self.rcv_nxt
     }
 
-    /// Largest payload per segment: the smaller MSS of the two sides, less the timestamp
-    /// option when in use.
+    /// Largest payload per segment: the smallest MSS of the two sides and the path, less
+    /// the timestamp option when in use.
     pub fn eff_mss(&self) -> usize {
-        let mss = usize::from(self.peer_mss.min(self.cfg.mss_bytes));
+        let mss = usize::from(self.peer_mss.min(self.cfg.mss_bytes).min(self.path_mss));
         let opt = if self.ts_ok { TS_OPTION_LEN } else { 0 };
         mss.saturating_sub(opt).max(MIN_EFF_MSS)
     }
@@ -550,7 +563,7 @@ impl TcpConn {
         }
         self.state = TcpState::Closed;
         self.timers.stop_all();
-        self.ooo.clear();
+        self.release_all();
         self.ack_pending = false;
         self.probe_pending = false;
         self.syn_pending = false;
@@ -562,6 +575,8 @@ impl TcpConn {
     pub(crate) fn enter_time_wait(&mut self, now: Instant) {
         self.state = TcpState::TimeWait;
         self.timers.stop_all();
+        // Both FINs are in: nothing more to receive, everything we sent is acknowledged.
+        self.release_all();
         let msl = Duration::from_millis(self.cfg.msl_ms);
         self.timers.set(Timer::TimeWait, now + msl + msl);
     }

@@ -3,9 +3,8 @@
 use iwarp_types::{Duration, Instant};
 
 use crate::conn::{RxSink, TcpConn, TcpEvent, TcpState};
-use crate::ooo::OooInsert;
+use crate::receive::RxPlace;
 use crate::segment::TcpSegment;
-use crate::seq::SeqNumber;
 use crate::timer::Timer;
 
 impl TcpConn {
@@ -18,6 +17,7 @@ impl TcpConn {
             TcpState::SynSent => self.on_syn_sent(now, seg),
             _ => self.on_synchronized(now, seg, sink),
         }
+        self.schedule_release(now);
     }
 
     /// RFC 9293 3.10.7.3: SYN-SENT.
@@ -88,19 +88,6 @@ impl TcpConn {
         }
     }
 
-    /// Sends a challenge ACK unless the per-second budget is spent (RFC 5961 section 7).
-    fn challenge_ack(&mut self, now: Instant) {
-        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
-            self.challenge_window = now;
-            self.challenge_count = 0;
-        }
-        if self.challenge_count < self.cfg.challenge_acks_per_s {
-            self.challenge_count += 1;
-            self.counters.challenge_acks += 1;
-            self.ack_pending = true;
-        }
-    }
-
     /// RFC 9293 3.10.7.4: every state past SYN-SENT.
     fn on_synchronized(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) {
         let f = seg.flags;
@@ -135,7 +122,7 @@ impl TcpConn {
             if let Some((tsval, _)) = seg.options.timestamp {
                 if (tsval.wrapping_sub(self.ts_recent) as i32) < 0 {
                     self.counters.paws_drops += 1;
-                    self.ack_pending = true;
+                    self.ack_unacceptable(now, seg);
                     return;
                 }
             }
@@ -163,7 +150,7 @@ impl TcpConn {
         if !acceptable {
             self.counters.out_of_window += 1;
             if !f.rst {
-                self.ack_pending = true;
+                self.ack_unacceptable(now, seg);
             }
             if self.state == TcpState::TimeWait && f.fin {
                 // A retransmitted FIN: re-ACK and restart the 2 * MSL wait.
@@ -192,6 +179,8 @@ impl TcpConn {
 
         self.arm_keepalive(now);
 
+        // Whether this segment acknowledges something new (SYN, data or FIN).
+        let una_before = (self.state, self.snd_una, self.fin_acked);
         if self.state == TcpState::SynReceived {
             if seg.ack != self.iss + 1 {
                 self.rst_pending = Some(seg.ack);
@@ -214,8 +203,13 @@ impl TcpConn {
             return;
         }
 
-        // Timestamp to echo (RFC 7323 section 4.3).
-        if self.ts_ok {
+        // Timestamp to echo (RFC 7323 section 4.3), taken only from a segment that
+        // carries sequence space or acknowledges something new. A duplicate ACK does
+        // neither: anyone who can guess a sequence number in the window could otherwise
+        // forge one with a TSval far ahead, after which PAWS would drop every real
+        // segment of the peer.
+        let advanced = una_before != (self.state, self.snd_una, self.fin_acked);
+        if self.ts_ok && (seg.seg_len() > 0 || advanced) {
             if let Some((tsval, _)) = seg.options.timestamp {
                 if seg.seq.le(self.last_ack_sent)
                     && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0
@@ -229,13 +223,26 @@ impl TcpConn {
             self.state,
             TcpState::Established | TcpState::FinWait1 | TcpState::FinWait2
         );
-        let mut in_order_end = true;
-        if data_state && !seg.payload.is_empty() {
-            in_order_end = self.process_data(now, seg, sink);
-        }
+        let place = if !data_state {
+            RxPlace::Incomplete
+        } else if !seg.payload.is_empty() {
+            self.process_data(now, seg, sink)
+        } else {
+            // No payload: where the sequence number (of a FIN) sits.
+            let diff = seg.seq.diff(self.rcv_seq_of(self.rcv_nxt));
+            match diff {
+                0 => RxPlace::End,
+                d if d > 0 => RxPlace::HeldTo(self.rcv_nxt + d as u64),
+                _ => RxPlace::Incomplete,
+            }
+        };
 
-        if f.fin && in_order_end {
-            self.process_fin(now, seg);
+        if f.fin {
+            self.process_fin(now, seg, place);
+        }
+        // A FIN held out of order is taken once every byte before it was delivered.
+        if data_state && !self.fin_received && self.ooo.fin() == Some(self.rcv_nxt) {
+            self.take_fin(now);
         }
     }
 
@@ -245,7 +252,7 @@ impl TcpConn {
         let max = self.snd_max_seq();
         if seg.ack.gt(max) {
             // Acknowledges something never sent: ACK and drop (RFC 9293, RFC 5961 5.2).
-            self.ack_pending = true;
+            self.ack_unacceptable(now, seg);
             return false;
         }
         let floor = una - (self.max_snd_wnd.min(1 << 30) as u32);
@@ -428,125 +435,5 @@ impl TcpConn {
         self.rxt_force = true;
         self.counters.fast_retransmits += 1;
         self.rtt_probe = None;
-    }
-
-    /// Places payload: in order → `sink`, else the out-of-order buffer. Returns whether
-    /// the segment's end is now `rcv.nxt` (so a FIN on it can be taken).
-    fn process_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) -> bool {
-        let rcv_nxt_seq = self.rcv_seq_of(self.rcv_nxt);
-        let diff = seg.seq.diff(rcv_nxt_seq);
-        // Trim what lies before rcv.nxt and beyond the window.
-        let (offset, mut data) = if diff < 0 {
-            let skip = diff.unsigned_abs() as usize;
-            (self.rcv_nxt, seg.payload.get(skip..).unwrap_or(&[]))
-        } else {
-            (self.rcv_nxt + diff as u64, seg.payload)
-        };
-        let win_end = self.rcv_nxt + u64::from(self.rcv_wnd);
-        let room = win_end.saturating_sub(offset) as usize;
-        let trimmed = data.len() > room;
-        if trimmed {
-            data = &data[..room];
-        }
-        if data.is_empty() {
-            // Duplicate: the peer may have missed our ACK.
-            self.ack_pending = true;
-            return diff <= 0 && !trimmed && seg.seq + seg.payload.len() as u32 == rcv_nxt_seq;
-        }
-
-        if offset > self.rcv_nxt {
-            match self.ooo.insert(self.rcv_nxt, offset, data) {
-                OooInsert::Stored => self.counters.ooo_segments += 1,
-                OooInsert::Dropped => self.counters.ooo_drops += 1,
-            }
-            // Duplicate ACK with SACK information at once (RFC 5681 4.2).
-            self.ack_pending = true;
-            return false;
-        }
-
-        let had_ooo = !self.ooo.is_empty();
-        let consumed = sink.deliver(offset, data).min(data.len());
-        self.rcv_nxt += consumed as u64;
-        let mut complete = consumed == data.len() && !trimmed;
-        if consumed < data.len() {
-            self.counters.rx_refused_bytes += (data.len() - consumed) as u64;
-        } else {
-            complete &= self.replay_ooo(sink);
-        }
-        self.ooo.advance(self.rcv_nxt);
-        if had_ooo {
-            self.ack_pending = true;
-        } else {
-            self.schedule_ack(now);
-        }
-        complete && self.ooo.is_empty()
-    }
-
-    /// Replays buffered data now in order. Returns false if the sink refused some.
-    fn replay_ooo(&mut self, sink: &mut impl RxSink) -> bool {
-        // Each round consumes one whole range, so the loop is bounded by the range count.
-        for _ in 0..=self.cfg.ooo_max_ranges {
-            self.ooo.advance(self.rcv_nxt);
-            let Some((a, b)) = self.ooo.ready(self.rcv_nxt) else {
-                return true;
-            };
-            for part in [a, b] {
-                if part.is_empty() {
-                    continue;
-                }
-                let n = sink.deliver(self.rcv_nxt, part).min(part.len());
-                self.rcv_nxt += n as u64;
-                if n < part.len() {
-                    self.counters.rx_refused_bytes += (part.len() - n) as u64;
-                    return false;
-                }
-            }
-        }
-        true
-    }
-
-    /// Delayed ACK: every second segment at once, else after the timer.
-    fn schedule_ack(&mut self, now: Instant) {
-        self.delack_segs += 1;
-        if self.delack_segs >= 2 || self.cfg.delayed_ack_us == 0 {
-            self.ack_pending = true;
-        } else if !self.timers.is_set(Timer::DelayedAck) {
-            self.timers.set(
-                Timer::DelayedAck,
-                now + Duration::from_micros(self.cfg.delayed_ack_us),
-            );
-        }
-    }
-
-    /// The peer's FIN, all data before it delivered.
-    fn process_fin(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        let fin_seq: SeqNumber = seg.seq + seg.payload.len() as u32;
-        if self.fin_received {
-            // Retransmitted FIN: ACK it again.
-            self.ack_pending = true;
-            if self.state == TcpState::TimeWait {
-                self.enter_time_wait(now);
-            }
-            return;
-        }
-        if fin_seq != self.rcv_seq_of(self.rcv_nxt) {
-            return;
-        }
-        self.fin_received = true;
-        self.ack_pending = true;
-        self.timers.stop(Timer::DelayedAck);
-        self.push_event(TcpEvent::PeerClosed);
-        match self.state {
-            TcpState::Established | TcpState::SynReceived => self.state = TcpState::CloseWait,
-            TcpState::FinWait1 => {
-                if self.fin_acked {
-                    self.enter_time_wait(now);
-                } else {
-                    self.state = TcpState::Closing;
-                }
-            }
-            TcpState::FinWait2 => self.enter_time_wait(now),
-            _ => {}
-        }
     }
 }

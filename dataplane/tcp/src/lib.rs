@@ -8,17 +8,25 @@
 //!   `poll_event` / `poll_timeout`.
 //! - Payload never sits in TCP on the send side: [`TxSource`] produces it (again, on
 //!   retransmission); in-order received bytes go straight to [`RxSink`].
+//! - No ACK war: answers to unacceptable segments are rate-limited and duplicate ACKs
+//!   never move TS.Recent (`ack_limit.rs`). A FIN ahead of missing data is kept.
+//! - Memory: loss-recovery storage is allocated on first use and released when idle
+//!   ([`TcpConn::heap_bytes`] is 0 for an idle connection; `memory.rs`).
 //! - [`reply_to_unknown`] answers segments that match no connection;
 //!   [`IsnGenerator`] makes RFC 6528 initial sequence numbers.
 #![forbid(unsafe_code)]
 
+mod ack_limit;
 mod cc;
 mod config;
 mod conn;
 mod input;
 mod isn;
+mod memory;
 mod ooo;
 mod output;
+mod pmtu;
+mod receive;
 mod rtt;
 mod scoreboard;
 mod segmap;
@@ -35,9 +43,15 @@ mod test_harness;
 #[cfg(test)]
 mod test_util;
 #[cfg(test)]
+mod tests_ack_war;
+#[cfg(test)]
 mod tests_data;
 #[cfg(test)]
+mod tests_memory;
+#[cfg(test)]
 mod tests_open_close;
+#[cfg(test)]
+mod tests_pmtu;
 #[cfg(test)]
 mod tests_robust;
 

@@ -1,8 +1,11 @@
-//! Bounded out-of-order receive buffer.
+//! Bounded out-of-order receive buffer, allocated only on loss.
 //!
-//! Preallocated at connection set-up: a ring of `max_bytes` indexed by stream offset
-//! modulo its size, covering offsets `[rcv_nxt, rcv_nxt + max_bytes)`, and at most
-//! `max_ranges` disjoint ranges. Data that does not fit is dropped (and so not SACKed).
+//! A ring of `max_bytes` indexed by stream offset modulo its size, covering offsets
+//! `[rcv_nxt, rcv_nxt + max_bytes)`, and at most `max_ranges` disjoint ranges. Data that
+//! does not fit is dropped (and so not SACKed). The storage is allocated by the first
+//! [`OooBuffer::insert`] (the first out-of-order segment: loss, off the common path) and
+//! given back by [`OooBuffer::release`] once drained, so a connection without loss holds
+//! no memory here. A FIN that arrives ahead of missing data is remembered too.
 
 /// Outcome of [`OooBuffer::insert`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -16,33 +19,65 @@ pub enum OooInsert {
 /// Out-of-order data waiting for a hole to fill.
 #[derive(Clone)]
 pub struct OooBuffer {
+    /// Empty until the first insert; then `max_bytes` long.
     ring: Vec<u8>,
-    /// Sorted, disjoint, non-adjacent `[start, end)` stream offsets.
+    /// Sorted, disjoint, non-adjacent `[start, end)` stream offsets. No capacity until the
+    /// first insert; then `max_ranges`, never more.
     ranges: Vec<(u64, u64)>,
+    max_bytes: usize,
     max_ranges: usize,
     /// Start of the range that received data most recently (first SACK block).
     recent: Option<u64>,
+    /// Stream offset of a FIN received ahead of missing data.
+    fin: Option<u64>,
 }
 
 impl core::fmt::Debug for OooBuffer {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         f.debug_struct("OooBuffer")
-            .field("capacity", &self.ring.len())
+            .field("max_bytes", &self.max_bytes)
+            .field("allocated", &self.ring.len())
             .field("ranges", &self.ranges)
             .field("recent", &self.recent)
+            .field("fin", &self.fin)
             .finish()
     }
 }
 
 impl OooBuffer {
-    /// Preallocates `max_bytes` of storage and room for `max_ranges` ranges.
+    /// A buffer of at most `max_bytes` and `max_ranges` ranges; nothing is allocated yet.
     pub fn new(max_bytes: usize, max_ranges: usize) -> OooBuffer {
         OooBuffer {
-            ring: vec![0; max_bytes],
-            ranges: Vec::with_capacity(max_ranges),
+            ring: Vec::new(),
+            ranges: Vec::new(),
+            max_bytes,
             max_ranges,
             recent: None,
+            fin: None,
         }
+    }
+
+    /// Lowers the byte bound (the receive window shrank before any use). Has no effect
+    /// once storage is allocated.
+    pub fn limit_bytes(&mut self, max_bytes: usize) {
+        if self.ring.is_empty() {
+            self.max_bytes = self.max_bytes.min(max_bytes);
+        }
+    }
+
+    /// Bytes of heap this buffer holds.
+    pub fn heap_bytes(&self) -> usize {
+        self.ring.capacity() + self.ranges.capacity() * core::mem::size_of::<(u64, u64)>()
+    }
+
+    /// Gives the storage back if nothing is held. Returns whether it is now released.
+    pub fn release(&mut self) -> bool {
+        if self.ranges.is_empty() {
+            self.ring = Vec::new();
+            self.ranges = Vec::new();
+            self.recent = None;
+        }
+        self.heap_bytes() == 0
     }
 
     /// Whether nothing is held.
@@ -60,9 +95,20 @@ impl OooBuffer {
         self.recent
     }
 
+    /// Stream offset of a FIN held ahead of missing data.
+    pub fn fin(&self) -> Option<u64> {
+        self.fin
+    }
+
+    /// Remembers a FIN at stream `offset` (beyond `rcv_nxt`); the latest one wins, so a
+    /// retransmission corrects a forged one.
+    pub fn set_fin(&mut self, offset: u64) {
+        self.fin = Some(offset);
+    }
+
     /// Stores `data` at stream `offset` (beyond `rcv_nxt`).
     pub fn insert(&mut self, rcv_nxt: u64, offset: u64, data: &[u8]) -> OooInsert {
-        let cap = self.ring.len() as u64;
+        let cap = self.max_bytes as u64;
         let limit = rcv_nxt.saturating_add(cap);
         let end = offset.saturating_add(data.len() as u64);
         let start = offset.max(rcv_nxt);
@@ -77,6 +123,11 @@ impl OooBuffer {
         let last = self.ranges.partition_point(|r| r.0 <= clip_end);
         if first == last && self.ranges.len() >= self.max_ranges {
             return OooInsert::Dropped;
+        }
+        if self.ring.len() != self.max_bytes {
+            // First use since allocation or release: loss, off the common path.
+            self.ring = vec![0; self.max_bytes];
+            self.ranges.reserve_exact(self.max_ranges);
         }
         // Copy the bytes into the ring.
         let skip = (start - offset) as usize;
@@ -117,6 +168,10 @@ impl OooBuffer {
                 self.recent = None;
             }
         }
+        if self.fin.is_some_and(|f| f < rcv_nxt) {
+            // Data went past it: it was not the peer's FIN.
+            self.fin = None;
+        }
     }
 
     /// The bytes held at `rcv_nxt`, as up to two slices (the ring may wrap).
@@ -132,10 +187,11 @@ impl OooBuffer {
         Some((&self.ring[pos..pos + a], &self.ring[..len - a]))
     }
 
-    /// Drops everything held.
+    /// Drops everything held (storage stays allocated until [`OooBuffer::release`]).
     pub fn clear(&mut self) {
         self.ranges.clear();
         self.recent = None;
+        self.fin = None;
     }
 }
 
@@ -187,5 +243,46 @@ mod tests {
         let mut b = OooBuffer::new(0, 4);
         assert_eq!(b.insert(0, 5, b"abc"), OooInsert::Dropped);
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn storage_is_allocated_on_first_use_and_released_when_drained() {
+        let mut b = OooBuffer::new(1_000, 4);
+        assert_eq!(b.heap_bytes(), 0);
+        b.limit_bytes(500);
+        assert_eq!(b.insert(0, 10, b"abc"), OooInsert::Stored);
+        assert_eq!(b.heap_bytes(), 500 + 4 * 16);
+        // Still holding data: not released.
+        assert!(!b.release());
+        assert_eq!(b.ranges(), &[(10, 13)]);
+        // Bound fixed while allocated.
+        b.limit_bytes(100);
+        assert_eq!(b.insert(0, 400, b"z"), OooInsert::Stored);
+        b.advance(500);
+        assert!(b.is_empty());
+        assert!(b.release());
+        assert_eq!(b.heap_bytes(), 0);
+        // Usable again after release, with the same bound.
+        assert_eq!(b.insert(500, 510, b"q"), OooInsert::Stored);
+        assert_eq!(b.heap_bytes(), 500 + 4 * 16);
+        assert_eq!(b.insert(500, 1_000, b"x"), OooInsert::Dropped);
+    }
+
+    #[test]
+    fn remembers_a_fin_until_data_goes_past_it() {
+        let mut b = OooBuffer::new(100, 4);
+        assert_eq!(b.fin(), None);
+        b.set_fin(20);
+        // A FIN alone allocates nothing.
+        assert_eq!(b.heap_bytes(), 0);
+        b.advance(20);
+        assert_eq!(b.fin(), Some(20));
+        b.set_fin(25);
+        assert_eq!(b.fin(), Some(25));
+        b.advance(26);
+        assert_eq!(b.fin(), None);
+        b.set_fin(30);
+        b.clear();
+        assert_eq!(b.fin(), None);
     }
 }

@@ -95,13 +95,13 @@ impl TcpConn {
         self.finish(now, &hdr, 0, buf)
     }
 
-    /// Sequence number for a pure ACK: `snd.nxt` (the FIN counts once sent and not to be
-    /// resent).
+    /// Sequence number for a pure ACK: one past the highest sequence number sent (RFC
+    /// 9293 SND.NXT, counting a FIN once sent), not the go-back-N resend point. After a
+    /// retransmission timeout the peer may hold data above `snd.una`; an ACK carrying the
+    /// resend point would sit below its RCV.NXT, be unacceptable, and be answered with an
+    /// ACK: one leg of an ACK exchange between two stacks.
     fn snd_max_seq_for_ack(&self) -> SeqNumber {
-        match self.fin_off {
-            Some(f) if !self.fin_pending && self.snd_nxt >= f => self.seq_of(f) + 1,
-            _ => self.seq_of(self.snd_nxt),
-        }
+        self.snd_max_seq()
     }
 
     fn send_syn(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
@@ -362,6 +362,7 @@ impl TcpConn {
             }
         } else if plan.len > 0 && plan.offset >= self.snd_max {
             self.segmap.record(plan.offset);
+            self.schedule_release(now);
             if self.rtt_probe.is_none() {
                 self.rtt_probe = Some((plan.offset, now));
             }

@@ -1,6 +1,7 @@
 //! The sender's SACK scoreboard (RFC 6675): which stream ranges above `snd.una` the
 //! peer reported holding. Bounded: a report needing more ranges than configured is
-//! ignored (the sender just knows less).
+//! ignored (the sender just knows less). Its storage is allocated by the first SACK (loss)
+//! and given back by [`Scoreboard::release`] when empty.
 
 /// SACKed ranges above `snd.una`, in stream offsets.
 #[derive(Clone, Debug)]
@@ -11,12 +12,25 @@ pub struct Scoreboard {
 }
 
 impl Scoreboard {
-    /// Room for `max_ranges` ranges, preallocated.
+    /// Room for `max_ranges` ranges, allocated at the first SACK.
     pub fn new(max_ranges: usize) -> Scoreboard {
         Scoreboard {
-            ranges: Vec::with_capacity(max_ranges),
+            ranges: Vec::new(),
             max_ranges,
         }
+    }
+
+    /// Bytes of heap held.
+    pub fn heap_bytes(&self) -> usize {
+        self.ranges.capacity() * core::mem::size_of::<(u64, u64)>()
+    }
+
+    /// Gives the storage back if nothing is SACKed. Returns whether it is now released.
+    pub fn release(&mut self) -> bool {
+        if self.ranges.is_empty() {
+            self.ranges = Vec::new();
+        }
+        self.heap_bytes() == 0
     }
 
     /// Whether anything is SACKed.
@@ -38,6 +52,10 @@ impl Scoreboard {
             self.ranges.drain(first + 1..last);
             self.ranges[first] = (s, e);
         } else if self.ranges.len() < self.max_ranges {
+            if self.ranges.capacity() == 0 {
+                // First SACK since allocation or release: loss, off the common path.
+                self.ranges.reserve_exact(self.max_ranges);
+            }
             self.ranges.insert(first, (start, end));
         }
     }
@@ -158,5 +176,25 @@ mod tests {
         assert_eq!(s.sacked_bytes(), 15);
         s.add(8, 8);
         assert_eq!(s.sacked_bytes(), 15);
+    }
+
+    #[test]
+    fn storage_comes_with_the_first_sack_and_goes_when_empty() {
+        let mut s = Scoreboard::new(4);
+        assert_eq!(s.heap_bytes(), 0);
+        s.add(10, 20);
+        assert_eq!(s.heap_bytes(), 4 * 16);
+        assert!(!s.release());
+        s.add(30, 40);
+        s.add(50, 60);
+        s.add(70, 80);
+        // Never grows past the bound.
+        s.add(90, 95);
+        assert_eq!(s.heap_bytes(), 4 * 16);
+        s.advance(100);
+        assert!(s.release());
+        assert_eq!(s.heap_bytes(), 0);
+        s.add(110, 120);
+        assert_eq!(s.highest(), Some(120));
     }
 }

@@ -278,8 +278,10 @@ fn rst_exact_resets_in_window_challenges_outside_ignored() {
 
 #[test]
 fn syn_on_established_gets_rate_limited_challenge_ack() {
+    // The per-second budget alone (no per-interval limit).
     let mut h = H::established(TcpConfig {
         challenge_acks_per_s: 2,
+        invalid_ack_interval_ms: 0,
         ..cfg()
     });
     for _ in 0..5 {
@@ -292,6 +294,22 @@ fn syn_on_established_gets_rate_limited_challenge_ack() {
     let s = h.pseq;
     h.recv("S", s, SeqNumber(0), &[]);
     assert_eq!(h.c.counters().challenge_acks, 3);
+
+    // With the default interval, one challenge ACK per 500 ms whatever the budget.
+    let mut h = H::established(cfg());
+    for _ in 0..5 {
+        h.recv("S", SeqNumber(1), SeqNumber(0), &[]);
+    }
+    assert_eq!(h.outs().len(), 1);
+    assert_eq!(h.c.counters().challenge_acks, 1);
+    assert_eq!(h.c.counters().invalid_acks_suppressed, 4);
+    h.advance(Duration::from_millis(499));
+    h.recv("S", SeqNumber(1), SeqNumber(0), &[]);
+    assert!(h.outs().is_empty());
+    h.advance(Duration::from_millis(1));
+    h.recv("S", SeqNumber(1), SeqNumber(0), &[]);
+    assert_eq!(h.outs().len(), 1);
+    assert_eq!(h.c.counters().challenge_acks, 2);
 }
 
 #[test]
@@ -303,7 +321,9 @@ fn ack_checks_future_and_too_old() {
     h.ack(h.seq(5000));
     assert_eq!(h.c.acked_offset(), 0);
     assert_eq!(h.out().unwrap().seq, h.seq(100));
-    // Far below snd.una - max.snd.wnd: challenge ACK.
+    // Far below snd.una - max.snd.wnd: challenge ACK (once the interval since the last
+    // answer to an unacceptable segment passed).
+    h.advance(Duration::from_millis(500));
     h.ack(h.seq(0) - 200_000);
     assert_eq!(h.c.counters().challenge_acks, 1);
     // Data riding an unacceptable ACK is not delivered.

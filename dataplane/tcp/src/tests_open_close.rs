@@ -384,17 +384,82 @@ fn karn_no_rtt_sample_from_retransmission() {
 }
 
 #[test]
-fn fin_after_a_hole_waits_for_the_data() {
+fn fin_after_a_hole_is_kept_and_taken_when_the_hole_fills() {
     let mut h = H::established(cfg());
     let base = h.pseq;
     h.recv("AF", base + 3, h.seq(0), b"def");
     assert_eq!(h.c.state(), TcpState::Established);
     assert!(h.events().is_empty());
+    assert_eq!(h.c.counters().ooo_fins, 1);
+    // The duplicate ACK still acknowledges only up to the hole (the FIN is not counted).
+    let dup = h.outs().pop().unwrap();
+    assert_eq!(dup.ack, base);
     h.recv("A", base, h.seq(0), b"abc");
     assert_eq!(h.sink.data, b"abcdef");
-    // The FIN itself was not buffered: the peer retransmits it.
-    h.recv("AF", base + 6, h.seq(0), &[]);
+    // The FIN was remembered: taken as soon as the data before it arrived.
     assert_eq!(h.c.state(), TcpState::CloseWait);
     assert_eq!(h.events(), vec![TcpEvent::PeerClosed]);
     assert_eq!(h.outs().pop().unwrap().ack, base + 7);
+    // A retransmission of the FIN is only re-acknowledged.
+    h.recv("AF", base + 6, h.seq(0), &[]);
+    assert_eq!(h.c.state(), TcpState::CloseWait);
+    assert!(h.events().is_empty());
+    assert_eq!(h.outs().pop().unwrap().ack, base + 7);
+}
+
+#[test]
+fn bare_fin_ahead_of_data_waits_across_several_holes() {
+    let mut h = H::established(cfg());
+    let base = h.pseq;
+    // A FIN alone at offset 9, then data 6..9, then 0..3, then 3..6.
+    h.recv("AF", base + 9, h.seq(0), &[]);
+    h.recv("A", base + 6, h.seq(0), b"ghi");
+    h.recv("A", base, h.seq(0), b"abc");
+    assert_eq!(h.sink.data, b"abc");
+    assert_eq!(h.c.state(), TcpState::Established);
+    assert!(h.events().is_empty());
+    h.recv("A", base + 3, h.seq(0), b"def");
+    assert_eq!(h.sink.data, b"abcdefghi");
+    assert_eq!(h.c.state(), TcpState::CloseWait);
+    assert_eq!(h.events(), vec![TcpEvent::PeerClosed]);
+    assert_eq!(h.outs().pop().unwrap().ack, base + 10);
+    // Out-of-order storage is given back once the FIN is in.
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.c.heap_bytes(), 0);
+}
+
+#[test]
+fn fin_ahead_in_fin_wait_2_goes_to_time_wait_when_the_hole_fills() {
+    let mut h = H::established(cfg());
+    h.c.close(h.now);
+    let fin = h.outs().pop().unwrap();
+    assert!(fin.flags.fin);
+    h.ack(h.seq(0) + 1);
+    assert_eq!(h.c.state(), TcpState::FinWait2);
+    let base = h.pseq;
+    h.recv("AF", base + 2, h.seq(0) + 1, b"yz");
+    assert_eq!(h.c.state(), TcpState::FinWait2);
+    h.recv("A", base, h.seq(0) + 1, b"wx");
+    assert_eq!(h.sink.data, b"wxyz");
+    assert_eq!(h.c.state(), TcpState::TimeWait);
+    assert_eq!(h.outs().pop().unwrap().ack, base + 5);
+}
+
+#[test]
+fn fin_held_on_a_dropped_segment_is_not_kept() {
+    let mut h = H::established(TcpConfig {
+        ooo_max_bytes: 4,
+        ..cfg()
+    });
+    let base = h.pseq;
+    // Does not fit in the out-of-order buffer: neither the data nor its FIN is kept.
+    h.recv("AF", base + 2, h.seq(0), b"cdefgh");
+    assert_eq!(h.c.counters().ooo_drops, 1);
+    assert_eq!(h.c.counters().ooo_fins, 0);
+    h.recv("A", base, h.seq(0), b"ab");
+    assert_eq!(h.c.state(), TcpState::Established);
+    // The retransmission brings both.
+    h.recv("AF", base + 2, h.seq(0), b"cdefgh");
+    assert_eq!(h.sink.data, b"abcdefgh");
+    assert_eq!(h.c.state(), TcpState::CloseWait);
 }

@@ -100,6 +100,21 @@ fn check_invariants(h: &H) {
     }
     if c.state() == TcpState::Closed {
         assert_eq!(c.poll_timeout(), None);
+        assert_eq!(c.heap_bytes(), 0);
+    }
+    if let Some(fin) = c.ooo.fin() {
+        assert!(fin > c.rcv_nxt && !c.fin_received);
+    }
+    // Storage never exceeds the configured bounds (the segment map may round up).
+    let bound = c.cfg.ooo_max_bytes
+        + 16 * (c.cfg.ooo_max_ranges + c.cfg.sack_max_ranges)
+        + 16 * c.cfg.max_inflight_segments;
+    assert!(c.heap_bytes() <= bound, "{} > {bound}", c.heap_bytes());
+    if c.heap_bytes() > 0 {
+        assert!(
+            c.poll_timeout().is_some(),
+            "held storage with no release timer"
+        );
     }
 }
 
@@ -115,6 +130,7 @@ fn fuzz(mut h: H, seed: u64) {
                 }
             }
             2 if step > 450 => h.c.close(h.now),
+            2 if step % 7 == 0 => h.c.set_path_mss(h.now, rng.below(1_600) as u16),
             3 => h.now += Duration::from_micros(rng.below(5_000)),
             _ => random_input(&mut h, &mut rng),
         }

@@ -1,4 +1,5 @@
-//! Timer expiry: retransmission (RFC 6298), delayed ACK, persist, keepalive, TIME_WAIT.
+//! Timer expiry: retransmission (RFC 6298), delayed ACK, persist, keepalive, TIME_WAIT,
+//! release of idle loss-recovery storage.
 
 use iwarp_types::{Duration, Instant};
 
@@ -30,6 +31,13 @@ impl TcpConn {
         if self.timers.take_expired(Timer::Keepalive, now) {
             self.on_keepalive(now);
         }
+        if self.state == TcpState::Closed {
+            return;
+        }
+        if self.timers.take_expired(Timer::Release, now) {
+            self.release_storage(now);
+        }
+        self.schedule_release(now);
     }
 
     fn on_rto(&mut self, now: Instant) {

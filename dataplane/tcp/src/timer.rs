@@ -15,9 +15,12 @@ pub enum Timer {
     Keepalive = 3,
     /// TIME_WAIT expiry (2 * MSL).
     TimeWait = 4,
+    /// Release of empty loss-recovery storage (out-of-order buffer, scoreboard, segment
+    /// map) after `buffer_release_ms`.
+    Release = 5,
 }
 
-const TIMER_COUNT: usize = 5;
+const TIMER_COUNT: usize = 6;
 
 /// Deadlines indexed by [`Timer`].
 #[derive(Clone, Debug, Default)]
