@@ -129,9 +129,19 @@ fn main() -> ExitCode {
             case.write.signal_every = n;
         }
         if let Some(n) = args.profile_wrs {
-            match Running::start(&case).and_then(|mut r| r.timed(n)) {
-                Ok((done, d)) => {
-                    println!("{}: {done} WRs in {:.3} s", case.name(), d.as_secs_f64())
+            match Running::start(&case).and_then(|mut r| {
+                let before = r.pair.stats;
+                r.timed(n).map(|t| (t, before, r.pair.stats))
+            }) {
+                Ok(((done, d), s0, s1)) => {
+                    println!(
+                        "{}: {done} WRs in {:.3} s; frames A->B {}, B->A {}, rounds {}",
+                        case.name(),
+                        d.as_secs_f64(),
+                        s1.frames_ab - s0.frames_ab,
+                        s1.frames_ba - s0.frames_ba,
+                        s1.rounds - s0.rounds
+                    )
                 }
                 Err(e) => {
                     eprintln!("{}: {e}", case.name());

@@ -8,6 +8,7 @@
 //! of one (the MSS shrank and TCP split it), the FPDU is rendered in a scratch buffer
 //! allocated once when FPDU mode starts, and the part is copied.
 
+use std::cell::Cell;
 use std::collections::VecDeque;
 
 use iwarp_wire::marker::{MarkerLayout, MARKER_INTERVAL, MARKER_LEN};
@@ -64,6 +65,12 @@ pub(crate) struct TxQueue<D> {
     frame: [u8; FRAME_MAX_LEN],
     frame_len: usize,
     ring: VecDeque<Entry<D>>,
+    /// FPDUs released (popped from the ring's front) so far: ring position `i` is FPDU
+    /// number `released + i`.
+    released: u64,
+    /// Number of the FPDU the last lookup found: TCP almost always asks for that one or
+    /// the next, so [`TxQueue::find`] tries them before searching.
+    hint: Cell<u64>,
     cap: usize,
     end: u64,
     fpdu_mode: bool,
@@ -90,6 +97,8 @@ impl<D> TxQueue<D> {
             frame: [0; FRAME_MAX_LEN],
             frame_len: 0,
             ring: VecDeque::with_capacity(cap),
+            released: 0,
+            hint: Cell::new(0),
             cap,
             end: 0,
             fpdu_mode: false,
@@ -184,6 +193,7 @@ impl<D> TxQueue<D> {
     pub(crate) fn released(&mut self, acked_offset: u64, mut f: impl FnMut(D)) {
         while self.ring.front().is_some_and(|e| e.end() <= acked_offset) {
             if let Some(e) = self.ring.pop_front() {
+                self.released += 1;
                 f(e.desc);
             }
         }
@@ -203,9 +213,22 @@ impl<D> TxQueue<D> {
         self.end
     }
 
-    /// Index of the FPDU holding `offset`.
+    /// Index of the FPDU holding `offset` (the ring's length if none does): the FPDU of
+    /// the previous lookup or its successor when one of them holds it (sequential
+    /// transmission), a binary search otherwise (retransmissions).
     fn find(&self, offset: u64) -> usize {
-        self.ring.partition_point(|e| e.end() <= offset)
+        let hint = self.hint.get().wrapping_sub(self.released) as usize;
+        for i in [hint, hint.wrapping_add(1)] {
+            if let Some(e) = self.ring.get(i) {
+                if e.start <= offset && offset < e.end() {
+                    self.hint.set(self.released + i as u64);
+                    return i;
+                }
+            }
+        }
+        let i = self.ring.partition_point(|e| e.end() <= offset);
+        self.hint.set(self.released + i as u64);
+        i
     }
 
     /// See `TxSource::seg_len`.
@@ -322,5 +345,55 @@ fn render<D, S: crate::UlpduSource<D>>(
             };
             out[wl - CRC_LEN..].copy_from_slice(&crc_to_wire(v));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue in FPDU mode after a 10-octet frame, holding FPDUs of ULPDU lengths `lens`.
+    fn queue(lens: &[usize]) -> TxQueue<u32> {
+        let mut q = TxQueue::new(64, 1024);
+        q.set_frame(&[0xaa; 10]);
+        q.enter_fpdu_mode(true, false, false);
+        for (i, &l) in lens.iter().enumerate() {
+            q.push(i as u32, l).unwrap();
+        }
+        q
+    }
+
+    /// The answer of a plain binary search, for comparison.
+    fn search(q: &TxQueue<u32>, offset: u64) -> usize {
+        q.ring.partition_point(|e| e.end() <= offset)
+    }
+
+    #[test]
+    fn find_agrees_with_the_search_in_any_order() {
+        let mut q = queue(&[10, 100, 3, 50, 200, 7, 64]);
+        let end = q.queued_end();
+        // Sequential, backwards (retransmissions), jumps, outside the ring.
+        let mut offsets: Vec<u64> = (0..end + 5).collect();
+        offsets.extend((0..end + 5).rev());
+        offsets.extend([200, 11, 300, 12, 0, end, 150, 149, 151]);
+        for &o in &offsets {
+            assert_eq!(q.find(o), search(&q, o), "offset {o}");
+        }
+        // After releases the ring positions shift; the hint must follow.
+        let third_end = q.ring[2].end();
+        let mut got = Vec::new();
+        q.released(third_end, |d| got.push(d));
+        assert_eq!(got, [0, 1, 2]);
+        for &o in &offsets {
+            assert_eq!(q.find(o), search(&q, o), "offset {o} after release");
+        }
+        q.released(end, |_| {});
+        assert!(q.ring.is_empty());
+        assert_eq!(q.find(end - 1), 0);
+        q.push(9, 20).unwrap();
+        assert_eq!(q.find(end), 0);
+        let last = end + fpdu_len(20) as u64;
+        assert_eq!(q.find(last - 1), 0);
+        assert_eq!(q.find(last), 1, "past the last FPDU");
     }
 }

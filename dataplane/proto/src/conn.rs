@@ -190,14 +190,15 @@ impl Conn {
     /// The earliest deadline of the connection: TCP's timers, MPA's handshake deadline and
     /// the engine's close deadline.
     pub fn deadline(&self) -> Option<Instant> {
-        [
-            self.tcp.poll_timeout(),
-            self.mpa.poll_timeout(),
-            self.close_deadline,
-        ]
-        .into_iter()
-        .flatten()
-        .min()
+        fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+            match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, None) => x,
+                (None, y) => y,
+            }
+        }
+        let t = earlier(self.tcp.poll_timeout(), self.mpa.poll_timeout());
+        earlier(t, self.close_deadline)
     }
 
     /// Starts a graceful TCP close (FIN after everything queued) that must complete by

@@ -2,6 +2,7 @@
 //! demultiplexing map (O(1), keyed SipHash so a peer cannot aim collisions), a dense list
 //! of live connections for round-robin transmission, listeners, and local port choice.
 
+use core::cell::Cell;
 use core::hash::BuildHasher;
 use std::collections::HashMap;
 
@@ -65,6 +66,9 @@ pub struct ConnTable<C> {
     free: Vec<u32>,
     live: Vec<ConnId>,
     demux: HashMap<FourTuple, ConnId, SipBuildHasher>,
+    /// The last answer of [`ConnTable::lookup`] (a stream of segments names the same
+    /// tuple again and again: no hashing then). Cleared by every insert and remove.
+    last: Cell<Option<(FourTuple, ConnId)>>,
     cursor: usize,
 }
 
@@ -83,6 +87,7 @@ impl<C> ConnTable<C> {
             free: (0..max as u32).rev().collect(),
             live: Vec::with_capacity(max),
             demux: HashMap::with_capacity_and_hasher(max, SipBuildHasher::new(key)),
+            last: Cell::new(None),
             cursor: 0,
         }
     }
@@ -131,6 +136,7 @@ impl<C> ConnTable<C> {
         slot.live_pos = self.live.len();
         self.live.push(id);
         self.demux.insert(tuple, id);
+        self.last.set(None);
         Ok(id)
     }
 
@@ -156,7 +162,14 @@ impl<C> ConnTable<C> {
 
     /// The connection of a 4-tuple.
     pub fn lookup(&self, tuple: &FourTuple) -> Option<ConnId> {
-        self.demux.get(tuple).copied()
+        if let Some((t, id)) = self.last.get() {
+            if t == *tuple {
+                return Some(id);
+            }
+        }
+        let id = self.demux.get(tuple).copied()?;
+        self.last.set(Some((*tuple, id)));
+        Some(id)
     }
 
     /// True if some connection uses `tuple`.
@@ -181,6 +194,7 @@ impl<C> ConnTable<C> {
         if self.demux.get(tuple) == Some(&id) {
             self.demux.remove(tuple);
         }
+        self.last.set(None);
         self.free.push(i as u32);
         Some(conn)
     }
@@ -372,6 +386,28 @@ mod tests {
         assert_eq!(t.capacity(), 2);
         assert_eq!(t.len(), 2);
         assert!(t.is_full());
+    }
+
+    #[test]
+    fn remembered_lookup_follows_removal_and_reuse() {
+        let mut t: ConnTable<u8> = ConnTable::new(4, [3; 16]);
+        let a = t.insert(tuple(1), 1).unwrap();
+        let b = t.insert(tuple(2), 2).unwrap();
+        for _ in 0..3 {
+            assert_eq!(t.lookup(&tuple(1)), Some(a));
+        }
+        assert_eq!(t.lookup(&tuple(2)), Some(b));
+        assert_eq!(t.lookup(&tuple(1)), Some(a));
+        t.remove(a, &tuple(1));
+        assert_eq!(t.lookup(&tuple(1)), None, "not remembered past removal");
+        let c = t.insert(tuple(1), 3).unwrap();
+        assert_eq!(
+            t.lookup(&tuple(1)),
+            Some(c),
+            "the new connection of the tuple"
+        );
+        assert_eq!(t.lookup(&tuple(9)), None);
+        assert_eq!(t.lookup(&tuple(1)), Some(c));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! events and the next deadline out. See the crate documentation for the call order.
 
 use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasherDefault, Hasher};
 
 use iwarp_rdma::Rnic;
 use iwarp_tcp::{reply_to_unknown, IsnGenerator, TcpParseError, TcpSegment};
@@ -17,6 +18,30 @@ use crate::glue::{QpSink, TcpRx};
 use crate::iface::{Iface, Ingress, TcpIn};
 use crate::sched::{ReadyList, TimerHeap};
 
+/// Hasher of the QP → connection map. QP ids are chosen by this engine (a peer never
+/// names one), so a multiplicative hash suffices: no SipHash on every doorbell.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct QpIdHasher(u64);
+
+impl Hasher for QpIdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u32(&mut self, n: u32) {
+        self.0 = self.0.rotate_left(32) ^ u64::from(n);
+    }
+
+    fn finish(&self) -> u64 {
+        self.0.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+    }
+}
+
+/// QP → connection map.
+pub(crate) type QpConns = HashMap<QpId, ConnId, BuildHasherDefault<QpIdHasher>>;
+
 /// Everything of the engine except the connection table, so a connection can be
 /// borrowed next to the rest.
 pub(crate) struct Core {
@@ -26,7 +51,7 @@ pub(crate) struct Core {
     pub(crate) ports: PortAllocator,
     pub(crate) isn: IsnGenerator,
     pub(crate) rnic: Rnic,
-    pub(crate) qp_conns: HashMap<QpId, ConnId>,
+    pub(crate) qp_conns: QpConns,
     pub(crate) events: VecDeque<Event>,
     pub(crate) counters: Counters,
     /// Retransmissions of connections already removed.
@@ -142,7 +167,7 @@ impl Engine {
             ports: PortAllocator::new(cfg.ephemeral_port_min, cfg.ephemeral_port_max),
             isn: IsnGenerator::new(cfg.isn_secret),
             rnic,
-            qp_conns: HashMap::with_capacity(qps),
+            qp_conns: QpConns::with_capacity_and_hasher(qps, Default::default()),
             events: VecDeque::with_capacity(cfg.event_queue_len),
             counters: Counters::default(),
             retired_retransmits: 0,

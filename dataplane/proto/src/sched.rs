@@ -121,6 +121,10 @@ impl TimerHeap {
             (p, Some(t)) => {
                 let i = p as usize;
                 let old = self.heap[i].0;
+                if t == old {
+                    // Unchanged (the common case: most calls re-arm the same deadline).
+                    return;
+                }
                 self.heap[i].0 = t;
                 if t < old {
                     self.sift_up(i);

@@ -10,6 +10,7 @@ use iwarp_types::{
 
 use crate::cq::{CqTable, Notify};
 use crate::mem::{FastRegAttr, MemTable, MwBind, Placement, RemoteAccessError, RemoteOp};
+use crate::pd::PdTable;
 use crate::srq::SrqTable;
 
 /// Where validated bytes live in caller memory.
@@ -57,11 +58,20 @@ pub(crate) struct Ctx<'a> {
     pub arenas: Option<&'a dyn Memory>,
     /// A completion could not be queued (CQ full or gone) during this call.
     pub cq_error: bool,
-    /// The QP's PD holds other QPs too (and the strict remote-invalidate rule applies).
-    pub multi_stream_pd: bool,
+    /// The PD table, for [`Ctx::multi_stream_pd`] (asked only by Send with Invalidate,
+    /// so not computed on every call).
+    pub pds: &'a PdTable,
+    /// The RNIC lets remote invalidation reach regions of PDs shared by several QPs.
+    pub remote_inv_shared_pd: bool,
 }
 
 impl Ctx<'_> {
+    /// The strict remote-invalidate rule applies to `pd`: it holds other QPs too (unless
+    /// the RNIC allows remote invalidation on shared PDs).
+    pub(crate) fn multi_stream_pd(&self, pd: PdId) -> bool {
+        !self.remote_inv_shared_pd && self.pds.qps(pd) > 1
+    }
+
     /// Queues a completion; raises the CQ event if the CQ was armed for it. A full CQ
     /// drops it, raises "CQ Overflow Detected" once and flags `cq_error` so the RNIC moves
     /// the QP to Terminate (verbs 4.5: CQ/SQ or CQ/RQ error, 0x0207).
@@ -127,7 +137,7 @@ impl Ctx<'_> {
         pd: PdId,
     ) -> Result<(), TermCode> {
         self.mem
-            .invalidate_remote_on_stream(qp, pd, stag, self.multi_stream_pd)
+            .invalidate_remote_on_stream(qp, pd, stag, self.multi_stream_pd(pd))
     }
 
     /// Invalidate Local STag (WR, or after a Read with Invalidate Local STag).

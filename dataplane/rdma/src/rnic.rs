@@ -217,9 +217,9 @@ impl Rnic {
             ..
         } = self;
         let q = qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
-        let multi_stream_pd = !*remote_inv_shared_pd && pds.qps(q.attr.pd) > 1;
         let mut ctx = Ctx {
-            multi_stream_pd,
+            pds,
+            remote_inv_shared_pd: *remote_inv_shared_pd,
             mem,
             cqs,
             srqs,

@@ -59,7 +59,32 @@ pub struct TcpOptions {
     pub timestamp: Option<(u32, u32)>,
 }
 
+/// Length of the timestamps-only option block: NOP, NOP, kind 8, length 10, TSval, TSecr.
+const TS_ONLY_LEN: usize = 12;
+/// Its first four octets.
+const TS_ONLY_PREFIX: [u8; 4] = [1, 1, 8, 10];
+
+/// `(TSval, TSecr)` if `opts` is exactly the timestamps-only block (RFC 7323 appendix A
+/// layout), the option layout of almost every segment after the handshake.
+fn timestamp_only(opts: &[u8]) -> Option<(u32, u32)> {
+    let b: &[u8; TS_ONLY_LEN] = opts.try_into().ok()?;
+    if b[..4] != TS_ONLY_PREFIX {
+        return None;
+    }
+    let tsval = u32::from_be_bytes([b[4], b[5], b[6], b[7]]);
+    let tsecr = u32::from_be_bytes([b[8], b[9], b[10], b[11]]);
+    Some((tsval, tsecr))
+}
+
 impl TcpOptions {
+    /// Only a timestamp option is set.
+    fn is_timestamp_only(&self) -> bool {
+        self.mss.is_none()
+            && self.wscale.is_none()
+            && !self.sack_permitted
+            && self.sack_blocks.iter().all(Option::is_none)
+    }
+
     /// Bytes these options take on the wire, padded to a multiple of 4.
     pub fn wire_len(&self) -> usize {
         let mut n = 0;
@@ -83,6 +108,19 @@ impl TcpOptions {
     }
 
     fn emit(&self, mut buf: &mut [u8]) {
+        if let (Some((tsval, tsecr)), true) = (self.timestamp, self.is_timestamp_only()) {
+            // The usual data/ACK segment: NOP NOP TS written at once.
+            if let Some(b) = buf.get_mut(..TS_ONLY_LEN) {
+                b[..4].copy_from_slice(&TS_ONLY_PREFIX);
+                b[4..8].copy_from_slice(&tsval.to_be_bytes());
+                b[8..].copy_from_slice(&tsecr.to_be_bytes());
+                buf = &mut buf[TS_ONLY_LEN..];
+                if !buf.is_empty() {
+                    TcpOption::EndOfList.emit(buf);
+                }
+                return;
+            }
+        }
         if let Some(mss) = self.mss {
             buf = TcpOption::MaxSegmentSize(mss).emit(buf);
         }
@@ -163,6 +201,12 @@ impl<'a> TcpSegment<'a> {
         }
         let mut options = TcpOptions::default();
         let mut rest = packet.options();
+        if let Some(ts) = timestamp_only(rest) {
+            // The usual data/ACK segment: NOP NOP TS and nothing else (same result as
+            // the general loop below, without walking option by option).
+            options.timestamp = Some(ts);
+            rest = &[];
+        }
         let mut sack_n = 0;
         while !rest.is_empty() {
             let Ok((next, opt)) = TcpOption::parse(rest) else {
@@ -324,6 +368,65 @@ mod tests {
             remote_ip: DST,
             remote_port: 80,
         }
+    }
+
+    #[test]
+    fn timestamps_only_fast_path_matches_the_general_path() {
+        // ACK 10.0.0.1:4000 -> 10.0.0.2:80 with NOP NOP TS(0x01020304, 0xa0b0c0d0).
+        let mut bytes = [0u8; 32 + 3];
+        let h = TcpHeader {
+            seq: SeqNumber(7),
+            ack: SeqNumber(9),
+            flags: TcpFlags {
+                ack: true,
+                ..Default::default()
+            },
+            window: 1000,
+            options: TcpOptions {
+                timestamp: Some((0x0102_0304, 0xa0b0_c0d0)),
+                ..Default::default()
+            },
+        };
+        assert_eq!(h.emit(&tuple(), 3, &mut bytes, false), Some(35));
+        assert_eq!(
+            &bytes[20..32],
+            &[1, 1, 8, 10, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0]
+        );
+        assert_eq!(bytes[12] >> 4, 8, "data offset 32 bytes");
+        let seg = TcpSegment::parse(SRC, DST, &bytes, true).unwrap();
+        assert_eq!(seg.options, h.options);
+        assert_eq!(seg.payload.len(), 3);
+        // Same 12 octets in another order, or a TS option of another length: not the
+        // fast path, and still parsed the general way (or not at all).
+        assert_eq!(
+            timestamp_only(&bytes[20..32]),
+            Some((0x0102_0304, 0xa0b0_c0d0))
+        );
+        assert_eq!(timestamp_only(&[8, 10, 1, 2, 3, 4, 5, 6, 7, 8, 1, 1]), None);
+        assert_eq!(timestamp_only(&[1, 1, 8, 9, 1, 2, 3, 4, 5, 6, 7, 8]), None);
+        assert_eq!(timestamp_only(&[1, 1, 8, 10, 1, 2, 3, 4, 5, 6, 7]), None);
+        let mut other = bytes;
+        other[20..32].copy_from_slice(&[8, 10, 1, 2, 3, 4, 0xa0, 0xb0, 0xc0, 0xd0, 1, 1]);
+        let mut tcp = TcpPacket::new_unchecked(&mut other[..]);
+        tcp.fill_checksum(
+            &IpAddress::Ipv4(Ipv4Address::from(SRC)),
+            &IpAddress::Ipv4(Ipv4Address::from(DST)),
+        );
+        let seg = TcpSegment::parse(SRC, DST, &other, true).unwrap();
+        assert_eq!(seg.options.timestamp, Some((0x0102_0304, 0xa0b0_c0d0)));
+        // With SACK blocks too: the general path, both ways.
+        let sack = TcpHeader {
+            options: TcpOptions {
+                timestamp: Some((5, 6)),
+                sack_blocks: [Some((SeqNumber(10), SeqNumber(20))), None, None],
+                ..Default::default()
+            },
+            ..h
+        };
+        let mut b2 = [0u8; 44];
+        assert_eq!(sack.emit(&tuple(), 0, &mut b2, false), Some(44));
+        let seg = TcpSegment::parse(SRC, DST, &b2, true).unwrap();
+        assert_eq!(seg.options, sack.options);
     }
 
     #[test]

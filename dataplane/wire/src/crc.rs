@@ -11,7 +11,12 @@
 //!
 //! With CRC not negotiated the field is still present and siw sends zero ([`NO_CRC`]).
 //!
-//! The `crc32c` crate uses the SSE 4.2 / ARMv8 CRC instruction when available.
+//! Two crates compute it, whichever is faster at the length (measured with
+//! `benches/benches/crc.rs`, see docs/BENCHMARKS.md): `crc-fast` (CRC-32/ISCSI, a
+//! dedicated path for short buffers) up to [`CRC_FAST_MAX_LEN`] octets, the FPDUs of small
+//! messages; the `crc32c` crate (SSE 4.2 / ARMv8 CRC instruction, 3-way interleaved)
+//! above, MSS-sized FPDUs and larger, where it beats `crc-fast` on this hardware. Both
+//! compute the same function (tested).
 
 /// Length of the MPA CRC field.
 pub const MPA_CRC_LEN: usize = 4;
@@ -19,9 +24,16 @@ pub const MPA_CRC_LEN: usize = 4;
 /// What the CRC field holds when CRC was not negotiated.
 pub const NO_CRC: [u8; MPA_CRC_LEN] = [0; MPA_CRC_LEN];
 
+/// Longest buffer [`crc32c`] hands to `crc-fast` (its short-buffer path).
+pub const CRC_FAST_MAX_LEN: usize = 256;
+
 /// CRC32c of one slice.
 pub fn crc32c(data: &[u8]) -> u32 {
-    crc32c::crc32c(data)
+    if data.len() <= CRC_FAST_MAX_LEN {
+        crc_fast::crc32_iscsi(data)
+    } else {
+        crc32c::crc32c(data)
+    }
 }
 
 /// Continues a CRC32c: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`.
@@ -118,6 +130,22 @@ mod tests {
         assert_eq!(crc32c(&dec), 0x113f_db5c);
         assert_eq!(crc32c(b"123456789"), 0xe306_9283);
         assert_eq!(crc32c(&[]), 0);
+    }
+
+    #[test]
+    fn both_crates_agree_at_every_length_and_alignment() {
+        let data: Vec<u8> = (0..2048u32)
+            .map(|i| (i.wrapping_mul(131) >> 3) as u8)
+            .collect();
+        for start in 0..8 {
+            for len in (0..=600).chain([1444, 1448, 1449, 2040]) {
+                let b = &data[start..start + len];
+                let expect = crc32c::crc32c(b);
+                assert_eq!(crc32c(b), expect, "start {start} len {len}");
+                assert_eq!(crc_fast::crc32_iscsi(b), expect, "start {start} len {len}");
+                assert_eq!(crc32c_slices([&b[..len / 3], &b[len / 3..]]), expect);
+            }
+        }
     }
 
     #[test]

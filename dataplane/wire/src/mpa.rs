@@ -497,7 +497,7 @@ pub const fn fpdu_len(ulpdu_len: usize) -> usize {
 
 /// The CRC32c of `bytes` (standard CRC32c; see the module docs for the byte order).
 pub fn crc32c(bytes: &[u8]) -> u32 {
-    crc32c::crc32c(bytes)
+    crate::crc::crc32c(bytes)
 }
 
 /// Continues a CRC32c over more bytes.

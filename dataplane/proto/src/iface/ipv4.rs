@@ -79,6 +79,9 @@ pub fn parse<'a>(
 
 /// Writes a 20-byte IPv4 header (DF, no options, checksum filled) into `buf[..20]`.
 /// `buf` must be at least 20 bytes; `payload_len + 20` must fit in a u16 (the MTU bound).
+///
+/// The header checksum is summed from the field values (not read back from `buf`, which
+/// would wait on the stores just made), then the 20 bytes are written at once.
 pub fn emit(
     buf: &mut [u8],
     src: Ipv4Addr,
@@ -87,22 +90,35 @@ pub fn emit(
     payload_len: usize,
     ttl: u8,
 ) {
+    const VER_IHL_TOS: u16 = 0x4500;
+    const FLAGS_DF: u16 = 0x4000;
     let total = u16::try_from(payload_len + IPV4_HEADER_LEN).unwrap_or(u16::MAX);
-    let mut pkt = Ipv4Packet::new_unchecked(&mut buf[..IPV4_HEADER_LEN]);
-    pkt.set_version(4);
-    pkt.set_header_len(IPV4_HEADER_LEN as u8);
-    pkt.set_dscp(0);
-    pkt.set_ecn(0);
-    pkt.set_total_len(total);
-    pkt.set_ident(0);
-    pkt.clear_flags();
-    pkt.set_dont_frag(true);
-    pkt.set_frag_offset(0);
-    pkt.set_hop_limit(ttl);
-    pkt.set_next_header(protocol);
-    pkt.set_src_addr(src);
-    pkt.set_dst_addr(dst);
-    pkt.fill_checksum();
+    let ttl_proto = u16::from_be_bytes([ttl, u8::from(protocol)]);
+    let (s, d) = (src.octets(), dst.octets());
+    let words = [
+        VER_IHL_TOS,
+        total,
+        FLAGS_DF,
+        ttl_proto,
+        u16::from_be_bytes([s[0], s[1]]),
+        u16::from_be_bytes([s[2], s[3]]),
+        u16::from_be_bytes([d[0], d[1]]),
+        u16::from_be_bytes([d[2], d[3]]),
+    ];
+    let mut sum: u32 = words.iter().map(|&w| u32::from(w)).sum();
+    sum = (sum & 0xffff) + (sum >> 16);
+    sum = (sum & 0xffff) + (sum >> 16);
+    let check = !(sum as u16);
+    let mut h = [0u8; IPV4_HEADER_LEN];
+    h[0..2].copy_from_slice(&VER_IHL_TOS.to_be_bytes());
+    h[2..4].copy_from_slice(&total.to_be_bytes());
+    // Identification 0 (DF set: never fragmented).
+    h[6..8].copy_from_slice(&FLAGS_DF.to_be_bytes());
+    h[8..10].copy_from_slice(&ttl_proto.to_be_bytes());
+    h[10..12].copy_from_slice(&check.to_be_bytes());
+    h[12..16].copy_from_slice(&s);
+    h[16..20].copy_from_slice(&d);
+    buf[..IPV4_HEADER_LEN].copy_from_slice(&h);
 }
 
 #[cfg(test)]
@@ -129,6 +145,37 @@ mod tests {
             64,
         );
         assert_eq!(&buf[..], &PACKET[..20]);
+    }
+
+    #[test]
+    fn emitted_checksum_verifies_for_any_fields() {
+        let cases = [
+            (
+                [192, 168, 255, 254],
+                [10, 255, 0, 1],
+                IpProtocol::Tcp,
+                1480usize,
+                255u8,
+            ),
+            (
+                [255, 255, 255, 255],
+                [255, 255, 255, 255],
+                IpProtocol::Udp,
+                65515,
+                1,
+            ),
+            ([0, 0, 0, 0], [0, 0, 0, 0], IpProtocol::Icmp, 0, 0),
+        ];
+        for (src, dst, proto, len, ttl) in cases {
+            let mut buf = [0x5au8; 20];
+            emit(&mut buf, src.into(), dst.into(), proto, len, ttl);
+            let p = Ipv4Packet::new_unchecked(&buf[..]);
+            assert!(p.verify_checksum(), "{src:?} {dst:?} {len}");
+            assert_eq!(p.total_len() as usize, len + 20);
+            assert_eq!((p.hop_limit(), p.next_header()), (ttl, proto));
+            assert!(p.dont_frag() && !p.more_frags() && p.frag_offset() == 0);
+            assert_eq!((p.version(), p.header_len(), p.ident()), (4, 20, 0));
+        }
     }
 
     #[test]

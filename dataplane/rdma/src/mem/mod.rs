@@ -30,8 +30,22 @@ mod stag0;
 pub use check::{term_code_read_source, term_code_tagged_sink};
 pub use stag0::{resolve_stag0, stag0_addr, stag0_placement, STAG0_MAX_OFFSET, STAG0_OFFSET_BITS};
 
+use std::cell::Cell;
+
 use iwarp_types::{Access, PdId, QpId, RegionId, SendOp, Stag};
 use stag::StagSpace;
+
+/// Entries of the memo of recent index lookups (direct-mapped on the index's low bits).
+const LOCATE_MEMO_LEN: usize = 64;
+
+/// One remembered `StagSpace::locate` answer: `index` names (`slot`, `generation`).
+/// Index 0 never names anything, so the all-zero entry matches no lookup.
+#[derive(Clone, Copy, Default)]
+struct Located {
+    index: u32,
+    slot: u32,
+    generation: u32,
+}
 
 /// Construction parameters of a [`MemTable`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -349,6 +363,13 @@ pub struct MemTable {
     space: StagSpace,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// Bumped by every change to an existing entry (each `entry_mut` / `remove`): while
+    /// it stands still, everything resolved through the table resolves the same way.
+    epoch: u64,
+    /// Recent answers of the (fixed, keyed) inverse permutation: a tagged stream names
+    /// the same few STags segment after segment. The permutation never changes, so an
+    /// entry never goes stale; the slot's current generation is still checked each time.
+    memo: [Cell<Located>; LOCATE_MEMO_LEN],
 }
 
 impl MemTable {
@@ -363,7 +384,32 @@ impl MemTable {
             space,
             slots: slots.collect(),
             free,
+            epoch: 0,
+            memo: std::array::from_fn(|_| Cell::new(Located::default())),
         }
+    }
+
+    /// The (slot, generation) an index names: [`StagSpace::locate`] through the memo.
+    fn locate(&self, index: u32) -> Option<(u32, u32)> {
+        let cell = &self.memo[index as usize % LOCATE_MEMO_LEN];
+        let m = cell.get();
+        if m.index == index && index != 0 {
+            return Some((m.slot, m.generation));
+        }
+        let (slot, generation) = self.space.locate(index)?;
+        cell.set(Located {
+            index,
+            slot,
+            generation,
+        });
+        Some((slot, generation))
+    }
+
+    /// The change counter: equal epochs mean no entry was changed or removed in between
+    /// (invalidate, deregister, reregister, rebind, Fast-Register, ...), so a source
+    /// resolved at one epoch still resolves to the same place at the other.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
     }
 
     /// Number of STags allocated.
@@ -400,7 +446,7 @@ impl MemTable {
 
     /// The entry an STag index names (the key is not checked here).
     pub(crate) fn entry(&self, index: u32) -> Option<&Entry> {
-        let (s, g) = self.space.locate(index)?;
+        let (s, g) = self.locate(index)?;
         let slot = self.slots.get(s as usize)?;
         if slot.generation != g {
             return None;
@@ -408,9 +454,10 @@ impl MemTable {
         slot.entry.as_ref()
     }
 
-    /// The entry an STag index names, mutably.
+    /// The entry an STag index names, mutably (counts as a change: bumps the epoch).
     pub(crate) fn entry_mut(&mut self, index: u32) -> Option<&mut Entry> {
-        let (s, g) = self.space.locate(index)?;
+        self.epoch = self.epoch.wrapping_add(1);
+        let (s, g) = self.locate(index)?;
         let slot = self.slots.get_mut(s as usize)?;
         if slot.generation != g {
             return None;
@@ -421,7 +468,8 @@ impl MemTable {
     /// Frees the index; it will not name anything again until its slot cycles through
     /// all its generations.
     pub(crate) fn remove(&mut self, index: u32) -> Option<Entry> {
-        let (s, g) = self.space.locate(index)?;
+        self.epoch = self.epoch.wrapping_add(1);
+        let (s, g) = self.locate(index)?;
         let slot = self.slots.get_mut(s as usize)?;
         if slot.generation != g {
             return None;
@@ -591,6 +639,54 @@ mod tests {
             (Stag(0x300), RegionId(2), 5, 6, 7)
         );
         assert_eq!(MwBind::from_op(&SendOp::Send), None);
+    }
+
+    #[test]
+    fn epoch_moves_on_every_change_and_only_then() {
+        let (mut pds, mut t, pd) = setup(8);
+        let a = t.reg_mr(&mut pds, &attr(pd, 0, 64), Some(4096)).unwrap();
+        let e0 = t.epoch();
+        t.reg_mr(&mut pds, &attr(pd, 64, 64), Some(4096)).unwrap();
+        let sge = iwarp_types::Sge {
+            addr: 0,
+            length: 8,
+            lkey: a,
+        };
+        t.resolve_local(pd, &sge, Access::LOCAL_READ).unwrap();
+        t.query_mr(a).unwrap();
+        assert_eq!(t.epoch(), e0, "new STags and lookups change nothing");
+        t.invalidate_local(QP, pd, a).unwrap();
+        let e1 = t.epoch();
+        assert_ne!(e1, e0, "invalidate");
+        t.dealloc_stag(&mut pds, a).unwrap();
+        assert_ne!(t.epoch(), e1, "deallocate");
+    }
+
+    #[test]
+    fn memoized_lookups_agree_with_the_permutation() {
+        let (mut pds, mut t, pd) = setup(512);
+        let stags: Vec<Stag> = (0..300)
+            .map(|_| t.reg_mr(&mut pds, &attr(pd, 0, 64), Some(4096)).unwrap())
+            .collect();
+        // Many indices share a memo entry: every order of lookups gives the same answers.
+        for round in 0..3 {
+            for (i, s) in stags.iter().enumerate() {
+                let s = if round == 1 { stags[299 - i] } else { *s };
+                assert!(t.entry(s.index()).is_some());
+                assert_eq!(t.locate(s.index()), t.space.locate(s.index()));
+            }
+        }
+        let mut x = 0x1234_5678u32;
+        for _ in 0..2000 {
+            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            let i = x >> 8;
+            assert_eq!(t.locate(i), t.space.locate(i), "index {i:#x}");
+        }
+        // A freed STag stays dead even though its lookup is remembered.
+        t.dealloc_stag(&mut pds, stags[5]).unwrap();
+        assert!(t.entry(stags[5].index()).is_none());
+        assert_eq!(t.query_mr(stags[5]), Err(VerbError::InvalidStag));
+        assert!(t.entry(stags[6].index()).is_some());
     }
 
     #[test]

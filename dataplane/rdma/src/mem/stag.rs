@@ -3,19 +3,21 @@
 //! RFC 5040 section 8.1.1 #8 asks for STag values that are difficult to predict, and verbs
 //! 7.2.1 forbids index 0. The table has `n` slots; slot `s` in generation `g` is the
 //! value `v = g * n + s` (`v < 2^24`), and its 24-bit STag index is `P(v)`, where `P` is a
-//! permutation of the 24-bit space keyed by the construction seed (a four-round Feistel
-//! network whose round function is SipHash-1-3). Looking an index up is `P⁻¹` plus one
-//! slot read; a slot's generation advances each time it is freed, so a stale STag never
-//! names the object that reuses its slot. The free-slot order is also shuffled by the seed.
-
-use siphasher::sip::SipHasher13;
-use std::hash::Hasher;
+//! permutation of the 24-bit space keyed by the construction seed: a four-round Feistel
+//! network over 12-bit halves whose round function is a keyed multiply/xor-shift mix
+//! (two 64-bit round keys per round, derived from the seed once at construction). The
+//! Feistel structure makes it a permutation whatever the round function; the keyed mix
+//! makes the index of a slot unpredictable without the seed. Looking an index up is `P⁻¹`
+//! (four rounds of a few multiplications: it runs on every tagged segment, so it must be
+//! cheap) plus one slot read; a slot's generation advances each time it is freed, so a
+//! stale STag never names the object that reuses its slot. The free-slot order is also
+//! shuffled by the seed.
 
 /// Number of distinct STag indices (24 bits).
 const INDEX_SPACE: u32 = 1 << 24;
 const HALF_BITS: u32 = 12;
 const HALF_MASK: u32 = (1 << HALF_BITS) - 1;
-const ROUNDS: u64 = 4;
+const ROUNDS: usize = 4;
 /// Largest table: every slot keeps at least four generations.
 pub(crate) const MAX_SLOTS: usize = 1 << 22;
 
@@ -30,7 +32,8 @@ fn splitmix(state: &mut u64) -> u64 {
 
 /// The keyed permutation between slot values and STag indices.
 pub(crate) struct StagSpace {
-    sip: SipHasher13,
+    /// Per round: the key xored into the input and the (odd) keyed multiplier.
+    keys: [(u64, u64); ROUNDS],
     slots: u32,
 }
 
@@ -40,11 +43,11 @@ impl StagSpace {
     pub(crate) fn new(seed: u64, slots: usize) -> (StagSpace, Vec<u32>, Vec<u32>) {
         let slots = slots.clamp(1, MAX_SLOTS) as u32;
         let mut st = seed;
-        let (k0, k1) = (splitmix(&mut st), splitmix(&mut st));
-        let space = StagSpace {
-            sip: SipHasher13::new_with_keys(k0, k1),
-            slots,
-        };
+        let mut keys = [(0u64, 0u64); ROUNDS];
+        for k in keys.iter_mut() {
+            *k = (splitmix(&mut st), splitmix(&mut st) | 1);
+        }
+        let space = StagSpace { keys, slots };
         // Fisher-Yates over the free list; it is popped from the end.
         let mut free: Vec<u32> = (0..slots).collect();
         for i in (1..free.len()).rev() {
@@ -57,10 +60,14 @@ impl StagSpace {
         (space, free, generations)
     }
 
-    fn round(&self, round: u64, half: u32) -> u32 {
-        let mut h = self.sip;
-        h.write_u64((round << 32) | half as u64);
-        h.finish() as u32 & HALF_MASK
+    /// The round function: the 12-bit half mixed with the round's keys; the top 12 bits
+    /// of the second product depend on every input and key bit.
+    fn round(&self, round: usize, half: u32) -> u32 {
+        let (xor, mul) = self.keys[round % ROUNDS];
+        let mut z = (u64::from(half) ^ xor).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        z ^= z >> 29;
+        z = z.wrapping_mul(mul);
+        (z >> (64 - HALF_BITS)) as u32 & HALF_MASK
     }
 
     fn permute(&self, v: u32) -> u32 {
@@ -158,6 +165,23 @@ mod tests {
         }
         assert_eq!(sp.locate(0), None);
         assert_eq!(sp.locate(INDEX_SPACE), None);
+    }
+
+    #[test]
+    fn neighbouring_values_scatter() {
+        // Avalanche over a sample: one flipped input bit changes about half of the 24
+        // output bits, so a known index tells little about its neighbours' indices.
+        let (sp, _, _) = StagSpace::new(0x5eed, 1 << 16);
+        let (mut flipped, mut total) = (0u64, 0u64);
+        for v in (0..INDEX_SPACE).step_by(4099) {
+            for bit in 0..24 {
+                let d = sp.permute(v) ^ sp.permute(v ^ (1 << bit));
+                flipped += u64::from(d.count_ones());
+                total += 24;
+            }
+        }
+        let ratio = flipped as f64 / total as f64;
+        assert!((0.4..0.6).contains(&ratio), "avalanche ratio {ratio}");
     }
 
     #[test]

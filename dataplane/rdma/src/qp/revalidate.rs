@@ -10,6 +10,10 @@
 //!   replaces the segment; a Read Response is replaced by a Terminate with the RDMAP
 //!   remote protection code and the Read Request header updated by the bytes already sent
 //!   (RFC 5040 4.8, verbs 6.4 (6)).
+//!
+//! The check is skipped when the STag table's epoch has not moved since the WQE's SGL was
+//! resolved (nothing was invalidated, deregistered, re-registered or re-bound in between,
+//! so the answer cannot have changed); any change anywhere in the table re-runs it.
 //! - On fill (a retransmission, or a fill after a revoking verb): the segment has started,
 //!   so the bytes are zeros (DDP version 0: the peer places nothing) and the QP goes to
 //!   Error asking the LLP for a Reset (verbs 6.4 (1)).
@@ -38,6 +42,10 @@ impl Qp {
                 | SendOp::FastReg { .. }
                 | SendOp::LocalInv { .. }
         ) {
+            return Ok(());
+        }
+        if e.locs_epoch.is_some_and(|at| at == ctx.mem.epoch()) {
+            // No region or window changed since `locs` were resolved: same answer.
             return Ok(());
         }
         let (pd, privileged) = (self.attr.pd, self.attr.privileged);

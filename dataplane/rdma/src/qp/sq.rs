@@ -40,6 +40,9 @@ pub(crate) struct SqEntry {
     pub msn: u32,
     /// The SGL resolved to caller memory when the WQE started (Send / Write sources).
     pub locs: [Loc; MAX_SGE],
+    /// The [`MemTable`](crate::mem::MemTable) epoch at which `locs` were resolved; `None`
+    /// when they must be checked again anyway (STag 0 SGEs depend on the caller's arenas).
+    pub locs_epoch: Option<u64>,
     /// A completion was already reported (error completions are reported at once).
     pub reported: bool,
 }
@@ -54,6 +57,7 @@ impl SqEntry {
             len: 0,
             msn: 0,
             locs: [Loc::EMPTY; MAX_SGE],
+            locs_epoch: None,
             reported: false,
         }
     }

@@ -11,7 +11,7 @@ use iwarp_wire::rdmap::READ_REQUEST_LEN;
 use super::fill::send_opcode;
 
 use crate::ctx::{Ctx, Loc};
-use crate::qp::sq::SqPhase;
+use crate::qp::sq::{SqEntry, SqPhase};
 use crate::qp::{IrqEntry, OrqEntry, Qp, RtrKind, TermCause, QN_READ, QN_SEND};
 
 /// Smallest `max_ulpdu_len` the QP segments for: the longest header-only ULPDU (a
@@ -248,22 +248,21 @@ impl Qp {
     /// nothing on the wire).
     fn start_next_wqe(&mut self, ctx: &mut Ctx<'_>) -> Step {
         let seq = self.sq.cursor;
-        let Some(e) = self.sq.get(seq).copied() else {
+        // Only the operation and flags are copied, not the whole WQE (SGL and locations).
+        let Some((op, flags)) = self.sq.get(seq).map(|e| (e.wr.op, e.wr.flags)) else {
             return Step::Stall;
         };
-        let flags = e.wr.flags;
-        let reads_outstanding = self.orq.iter().any(|o| o.seq.is_some());
-        if flags.contains(SendFlags::READ_FENCE) && reads_outstanding {
+        if flags.contains(SendFlags::READ_FENCE) && self.orq.iter().any(|o| o.seq.is_some()) {
             return Step::Stall;
         }
-        if matches!(e.wr.op, SendOp::LocalInv { .. })
+        if matches!(op, SendOp::LocalInv { .. })
             && flags.contains(SendFlags::LOCAL_FENCE)
             && self.sq.front_seq() != seq
         {
             return Step::Stall;
         }
         let (pd, qp) = (self.attr.pd, self.id);
-        match e.wr.op {
+        match op {
             SendOp::Send | SendOp::SendSe | SendOp::SendInv { .. } | SendOp::SendSeInv { .. } => {
                 self.start_data_wqe(ctx, seq, true)
             }
@@ -279,7 +278,11 @@ impl Qp {
                 if self.orq.len() >= (self.ord as usize).min(self.orq_cap) {
                     return Step::Stall;
                 }
-                let sink = e.wr.sgl.as_slice().first().copied().unwrap_or_default();
+                let sink = self
+                    .sq
+                    .get(seq)
+                    .and_then(|e| e.wr.sgl.as_slice().first().copied())
+                    .unwrap_or_default();
                 // Verbs 8.1.3.2.1: STag 0 in an RDMA Read WR (either address) is a
                 // completion error, privileged or not: it can never be advertised.
                 if sink.length > 0 && (sink.lkey == Stag::ZERO || rkey == Stag::ZERO) {
@@ -320,7 +323,7 @@ impl Qp {
             SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {
                 self.sq.cursor = seq + 1;
                 let (bind, privileged) = (self.attr.bind_enabled, self.attr.privileged);
-                let status = match ctx.local_op(&e.wr.op, qp, pd, bind, privileged) {
+                let status = match ctx.local_op(&op, qp, pd, bind, privileged) {
                     Ok(()) => WcStatus::Success,
                     Err(s) => s,
                 };
@@ -349,36 +352,21 @@ impl Qp {
     /// Validates the source SGL of a Send or Write and makes it the message in progress.
     fn start_data_wqe(&mut self, ctx: &mut Ctx<'_>, seq: u64, untagged: bool) -> Step {
         self.sq.cursor = seq + 1;
-        let Some(e) = self.sq.get(seq).copied() else {
+        let (pd, privileged) = (self.attr.pd, self.attr.privileged);
+        let Some(e) = self.sq.get_mut(seq) else {
             return Step::Again;
         };
-        let total = e.wr.sgl.total_len();
-        let Ok(len) = u32::try_from(total) else {
-            self.local_wqe_error(ctx, seq, WcStatus::InvalidLength);
-            return Step::Again;
+        // Resolved in place (the WQE is not copied out and back).
+        let resolved = resolve_sources(e, ctx, pd, privileged);
+        let len = match resolved {
+            Ok(len) => len,
+            Err(status) => {
+                self.local_wqe_error(ctx, seq, status);
+                return Step::Again;
+            }
         };
-        if matches!(e.wr.op, SendOp::Write { rkey, .. } if rkey == Stag::ZERO) && len > 0 {
-            // Verbs 8.1.3.2.1: STag 0 as the data sink of an RDMA Write.
-            self.local_wqe_error(ctx, seq, WcStatus::InvalidStag);
-            return Step::Again;
-        }
-        let mut locs = e.locs;
-        for (i, sge) in e.wr.sgl.as_slice().iter().enumerate() {
-            if sge.length == 0 {
-                continue;
-            }
-            let need = iwarp_types::Access::LOCAL_READ;
-            match ctx.resolve_local(sge, need, self.attr.pd, self.attr.privileged, None) {
-                Ok(loc) => locs[i] = loc,
-                Err(s) => {
-                    self.local_wqe_error(ctx, seq, s);
-                    return Step::Again;
-                }
-            }
-        }
         let msn = if untagged { self.take_msn(QN_SEND) } else { 0 };
         if let Some(w) = self.sq.get_mut(seq) {
-            w.locs = locs;
             w.len = len;
             w.msn = msn;
             w.sent = 0;
@@ -389,7 +377,7 @@ impl Qp {
     }
 
     fn next_sq_segment(&mut self, seq: u64, max: usize) -> Option<(TxUlpdu, usize)> {
-        let Some(e) = self.sq.get(seq).copied() else {
+        let Some(e) = self.sq.get_mut(seq) else {
             self.tx_cur = None;
             return None;
         };
@@ -410,11 +398,9 @@ impl Qp {
             len: n,
             last,
         };
-        if let Some(w) = self.sq.get_mut(seq) {
-            w.sent += n;
-            if last {
-                w.phase = SqPhase::AwaitAck;
-            }
+        e.sent += n;
+        if last {
+            e.phase = SqPhase::AwaitAck;
         }
         if last {
             self.tx_cur = None;
@@ -474,6 +460,35 @@ impl Qp {
         }
         self.check_drained(ctx);
     }
+}
+
+/// Checks the source SGL of Send/Write WQE `e` and stores where each SGE resolved (and
+/// the STag table epoch it was resolved at); the message length, or the completion status
+/// of the first failure.
+fn resolve_sources(
+    e: &mut SqEntry,
+    ctx: &Ctx<'_>,
+    pd: iwarp_types::PdId,
+    privileged: bool,
+) -> Result<u32, WcStatus> {
+    let len = u32::try_from(e.wr.sgl.total_len()).map_err(|_| WcStatus::InvalidLength)?;
+    if matches!(e.wr.op, SendOp::Write { rkey, .. } if rkey == Stag::ZERO) && len > 0 {
+        // Verbs 8.1.3.2.1: STag 0 as the data sink of an RDMA Write.
+        return Err(WcStatus::InvalidStag);
+    }
+    let mut locs_epoch = Some(ctx.mem.epoch());
+    for (sge, loc) in e.wr.sgl.as_slice().iter().zip(e.locs.iter_mut()) {
+        if sge.length == 0 {
+            continue;
+        }
+        if sge.lkey == Stag::ZERO {
+            locs_epoch = None;
+        }
+        let need = iwarp_types::Access::LOCAL_READ;
+        *loc = ctx.resolve_local(sge, need, pd, privileged, None)?;
+    }
+    e.locs_epoch = locs_epoch;
+    Ok(len)
 }
 
 impl Qp {

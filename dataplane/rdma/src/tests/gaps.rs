@@ -54,6 +54,29 @@ fn source_deallocated_between_segments_terminates_instead() {
 }
 
 #[test]
+fn unrelated_memory_changes_between_segments_do_not_disturb_a_message() {
+    // The STag table's epoch moves (another region deallocated): the check runs again,
+    // finds the source intact, and the message goes on; then the source itself goes.
+    let mut p = Pair::new();
+    let (sa, va) = p.a.reg(3000, ALL);
+    let (other, _) = p.a.reg(100, ALL);
+    p.a.fill_pattern(va, 3000, 7);
+    p.a.post(1, SendOp::Send, sgl(sa, va, 3000), SIG);
+    let first = p.a.take_ulpdu(1024).expect("first segment");
+    assert_eq!(first.len(), 1024);
+    p.a.rnic.dealloc_stag(other).unwrap();
+    let second = p.a.take_ulpdu(1024).expect("second segment");
+    assert_eq!(second.len(), 1024);
+    assert_eq!(&second[18..], p.a.bytes(va + 1006, 1006));
+    assert_eq!(state(&p.a), QpState::Rts);
+    p.a.rnic.dealloc_stag(sa).unwrap();
+    assert_eq!(
+        p.a.sent_terminate(),
+        Some(TermCode::RDMAP_LOCAL_CATASTROPHIC)
+    );
+}
+
+#[test]
 fn source_revoked_before_a_retransmission_resets_the_stream() {
     for dealloc in [true, false] {
         let mut p = Pair::new();

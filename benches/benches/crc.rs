@@ -1,0 +1,43 @@
+//! The engine's CRC32c (`iwarp_wire::mpa::crc32c`: the `crc32c` crate, SSE 4.2) beside
+//! the `crc-fast` crate's CRC-32/ISCSI (PCLMULQDQ folding fused with the CRC instruction)
+//! at the sizes the engine checksums: a 64-byte WRITE's FPDU, a full FPDU at MTU 1500
+//! (1448 octets) and at MTU 9000 (8948 octets), and a 64 KiB buffer (the limit's).
+//!
+//! Run: `CARGO_TARGET_DIR=target-P cargo bench -p iwarp-benches --bench crc --
+//! --warm-up-time 1 --measurement-time 2`. The engine keeps whichever is faster at 1448
+//! and 8948 octets (see docs/BENCHMARKS.md).
+
+use criterion::{BenchmarkId, Criterion, Throughput};
+use std::hint::black_box;
+
+/// Sizes benchmarked, in octets.
+const SIZES: [usize; 4] = [80, 1448, 8948, 65536];
+
+fn crc(c: &mut Criterion) {
+    let buf: Vec<u8> = (0..65536u32)
+        .map(|i| (i.wrapping_mul(7) + 3) as u8)
+        .collect();
+    let mut g = c.benchmark_group("crc32c");
+    for n in SIZES {
+        let b = &buf[..n];
+        assert_eq!(
+            iwarp_wire::mpa::crc32c(b),
+            crc_fast::crc32_iscsi(b),
+            "same CRC"
+        );
+        g.throughput(Throughput::Bytes(n as u64));
+        g.bench_with_input(BenchmarkId::new("engine_crc32c_crate", n), b, |bch, b| {
+            bch.iter(|| iwarp_wire::mpa::crc32c(black_box(b)))
+        });
+        g.bench_with_input(BenchmarkId::new("crc_fast", n), b, |bch, b| {
+            bch.iter(|| crc_fast::crc32_iscsi(black_box(b)))
+        });
+    }
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    crc(&mut c);
+    c.final_summary();
+}
