@@ -13,8 +13,8 @@ use std::io::Write;
 use iwarp_types::{Duration, Instant};
 
 use crate::link::{Link, LinkConfig, LinkCounters};
-use iwarp_wire::pcap::{PcapWriter, TsResolution};
 use crate::rng::SimRng;
+use iwarp_wire::pcap::{PcapWriter, TsResolution};
 
 /// Largest frame a node may write (jumbo MTU + Ethernet header, rounded up).
 pub const FRAME_BUF_LEN: usize = 9216;

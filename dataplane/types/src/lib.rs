@@ -27,4 +27,4 @@ pub use ids::{ConnId, CqId, PdId, QpId, RegionId, SrqId, Stag};
 pub use memory::{Memory, MemoryFault, VecMemory};
 pub use term::{TermCode, TermLayer};
 pub use time::{Duration, Instant};
-pub use wr::{QpState, RecvWr, SendFlags, SendOp, SendWr, Sge, SgList, MAX_SGE};
+pub use wr::{QpState, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, MAX_SGE};

@@ -26,7 +26,11 @@ pub struct TermCode {
 
 impl TermCode {
     const fn new(layer: TermLayer, etype: u8, ecode: u8) -> TermCode {
-        TermCode { layer: layer as u8, etype, ecode }
+        TermCode {
+            layer: layer as u8,
+            etype,
+            ecode,
+        }
     }
 
     /// The 16-bit value `layer << 12 | etype << 8 | ecode` (the verbs spec's notation,
@@ -37,7 +41,11 @@ impl TermCode {
 
     /// From the 16-bit notation.
     pub const fn from_u16(v: u16) -> TermCode {
-        TermCode { layer: (v >> 12) as u8 & 0xf, etype: (v >> 8) as u8 & 0xf, ecode: v as u8 }
+        TermCode {
+            layer: (v >> 12) as u8 & 0xf,
+            etype: (v >> 8) as u8 & 0xf,
+            ecode: v as u8,
+        }
     }
 
     // --- RDMAP layer (RFC 5040 figure 9) ---
@@ -123,6 +131,9 @@ mod tests {
         assert_eq!(TermCode::DDP_UNTAGGED_NO_BUFFER.as_u16(), 0x1202);
         assert_eq!(TermCode::RDMAP_TO_WRAP.as_u16(), 0x0104);
         assert_eq!(TermCode::LLP_CRC.as_u16(), 0x2002);
-        assert_eq!(TermCode::from_u16(0x0206), TermCode::RDMAP_UNEXPECTED_OPCODE);
+        assert_eq!(
+            TermCode::from_u16(0x0206),
+            TermCode::RDMAP_UNEXPECTED_OPCODE
+        );
     }
 }

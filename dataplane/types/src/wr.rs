@@ -28,7 +28,14 @@ pub struct SgList {
 impl SgList {
     /// The empty list.
     pub const fn new() -> SgList {
-        SgList { len: 0, sges: [Sge { addr: 0, length: 0, lkey: Stag(0) }; MAX_SGE] }
+        SgList {
+            len: 0,
+            sges: [Sge {
+                addr: 0,
+                length: 0,
+                lkey: Stag(0),
+            }; MAX_SGE],
+        }
     }
 
     /// A list of one element.
@@ -226,7 +233,11 @@ mod tests {
 
     #[test]
     fn sglist_bounds() {
-        let sge = Sge { addr: 1, length: u32::MAX, lkey: Stag(7) };
+        let sge = Sge {
+            addr: 1,
+            length: u32::MAX,
+            lkey: Stag(7),
+        };
         let mut l = SgList::new();
         for _ in 0..MAX_SGE {
             l.push(sge).unwrap();

@@ -249,7 +249,11 @@ impl<W: Write> PcapWriter<W> {
         h[field::SNAPLEN].copy_from_slice(&MAX_SNAPLEN.to_le_bytes());
         h[field::LINKTYPE].copy_from_slice(&LINKTYPE_ETHERNET.to_le_bytes());
         out.write_all(&h)?;
-        Ok(PcapWriter { out, resolution, frames: 0 })
+        Ok(PcapWriter {
+            out,
+            resolution,
+            frames: 0,
+        })
     }
 
     /// Appends one frame captured at `ts` (nanoseconds since the Unix epoch, or since the
