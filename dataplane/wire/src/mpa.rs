@@ -495,19 +495,12 @@ pub const fn fpdu_len(ulpdu_len: usize) -> usize {
     ULPDU_LENGTH_LEN + ulpdu_len + pad_len(ulpdu_len) + CRC_LEN
 }
 
-/// The CRC32c of `bytes` (standard CRC32c; see the module docs for the byte order).
-pub fn crc32c(bytes: &[u8]) -> u32 {
-    crate::crc::crc32c(bytes)
-}
-
-/// Continues a CRC32c over more bytes.
-pub fn crc32c_append(crc: u32, bytes: &[u8]) -> u32 {
-    crc32c::crc32c_append(crc, bytes)
-}
+/// The CRC32c helpers live in [`crate::crc`]; re-exported for the MPA framer.
+pub use crate::crc::{crc32c, crc32c_append};
 
 /// The CRC field octets of a CRC value (least significant octet first, as siw sends).
 pub const fn crc_to_wire(crc: u32) -> [u8; CRC_LEN] {
-    crc.to_le_bytes()
+    crate::crc::mpa_crc_to_wire(crc)
 }
 
 /// The CRC value of the CRC field octets.
