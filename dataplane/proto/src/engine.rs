@@ -355,7 +355,12 @@ impl Engine {
             core.counters.conn_visits += 1;
             let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
             if due(conn.tcp.poll_timeout()) {
+                let rtos = conn.tcp.counters().rto_expirations;
                 conn.tcp.handle_timeout(now);
+                if conn.tcp.counters().rto_expirations != rtos {
+                    core.iface
+                        .suspect_neighbour(now, conn.next_hop, &mut core.counters);
+                }
             }
             if due(conn.mpa.poll_timeout()) {
                 conn.mpa.handle_timeout(now);

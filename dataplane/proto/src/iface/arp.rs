@@ -183,6 +183,25 @@ impl ArpCache {
         self.recompute_deadline();
     }
 
+    /// The upper layer saw no progress through `ip` (a TCP retransmission timeout): the
+    /// entry may be stale or forged. A resolved entry is re-confirmed — it keeps being used
+    /// while a request is outstanding, like Linux's NUD probe — and `true` says to send
+    /// that request now. Entries already being resolved or refreshed are left alone.
+    pub fn suspect(&mut self, now: Instant, ip: Ipv4Addr) -> bool {
+        let Some(slot) = self.find(ip) else {
+            return false;
+        };
+        let e = &mut self.entries[slot];
+        if e.state != State::Resolved {
+            return false;
+        }
+        e.state = State::Refreshing;
+        e.retries = 1;
+        e.deadline = now + self.retry;
+        self.recompute_deadline();
+        true
+    }
+
     /// Earliest entry deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.deadline
@@ -401,6 +420,39 @@ mod tests {
         assert_eq!(acts, [ArpAction::Request(IP)]);
         assert!(c.lookup(IP, 0).is_some(), "still usable while refreshing");
         assert_eq!(c.lookup(other, 1), None);
+    }
+
+    #[test]
+    fn suspect_reconfirms_a_resolved_entry() {
+        let mut c = cache();
+        let t = Instant(1_000);
+        assert!(!c.suspect(t, IP), "unknown address: nothing to confirm");
+        c.learn(t, IP, MAC, true);
+        assert!(c.suspect(t, IP), "a resolved entry is re-confirmed");
+        assert!(!c.suspect(t, IP), "one request at a time");
+        assert_eq!(
+            c.lookup(IP, 0).map(|(m, _)| m),
+            Some(MAC),
+            "still used meanwhile"
+        );
+        // No answer: retries, then the entry fails like any refresh.
+        let mut requests = 0;
+        let mut failed = false;
+        let mut now = t;
+        for _ in 0..32 {
+            now = c.poll_timeout().unwrap();
+            c.handle_timeout(now, |a| match a {
+                ArpAction::Request(_) => requests += 1,
+                ArpAction::Failed(..) => failed = true,
+            });
+            if failed {
+                break;
+            }
+        }
+        assert!(failed && requests > 0);
+        // An answer restores it.
+        c.learn(now, IP, [2; 6], true);
+        assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some([2; 6]));
     }
 
     #[test]

@@ -371,6 +371,24 @@ impl Iface {
         });
     }
 
+    /// A connection through next hop `hop` hit a retransmission timeout: re-confirm its
+    /// ARP entry (a stale or forged entry would otherwise stall the connection until it
+    /// expires).
+    pub fn suspect_neighbour(&mut self, now: Instant, hop: Ipv4Addr, c: &mut Counters) {
+        if self.arp.suspect(now, hop) {
+            let (mac, ip) = (self.mac, self.ip);
+            queue_arp(
+                &mut self.ctrl,
+                mac,
+                ip,
+                ArpOperation::Request,
+                [0; 6],
+                hop,
+                c,
+            );
+        }
+    }
+
     /// Earliest ARP deadline.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.arp.poll_timeout()
