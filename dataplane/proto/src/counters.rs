@@ -79,6 +79,8 @@ pub struct Counters {
     pub arp_replies_in: u64,
     /// ICMP echo requests answered.
     pub icmp_echo_replies: u64,
+    /// ICMP "fragmentation needed" messages taken (the path MSS shrank).
+    pub icmp_frag_needed: u64,
     /// TCP segments delivered to a connection or listener.
     pub tcp_segments_in: u64,
     /// TCP segments sent.

@@ -5,7 +5,7 @@ use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
 use iwarp_rdma::Rnic;
-use iwarp_tcp::{reply_to_unknown, IsnGenerator, TcpParseError, TcpSegment};
+use iwarp_tcp::{reply_to_unknown, FourTuple, IsnGenerator, TcpParseError, TcpSegment};
 use iwarp_types::{ConnId, Duration, Instant, Memory, QpId};
 use smoltcp::wire::IpProtocol;
 
@@ -17,6 +17,14 @@ use crate::event::Event;
 use crate::glue::{QpSink, TcpRx};
 use crate::iface::{Iface, Ingress, TcpIn};
 use crate::sched::{ReadyList, TimerHeap};
+
+/// IPv4 + TCP fixed headers: path MTU less this is the path MSS (RFC 1191).
+const FIXED_HEADERS_LEN: u16 = 40;
+/// The smallest MTU an IPv4 link may have (RFC 791); smaller claims are ignored.
+const MIN_PATH_MTU: u16 = 68;
+/// A quoted sequence number further than this past `snd.una` is not in flight (RFC 5927
+/// check; bounded by the largest window, 2^30 with window scale 14).
+const FRAG_NEEDED_SEQ_WINDOW: u32 = 1 << 30;
 
 /// Hasher of the QP → connection map. QP ids are chosen by this engine (a peer never
 /// names one), so a multiplicative hash suffices: no SipHash on every doorbell.
@@ -248,9 +256,43 @@ impl Engine {
             .handle_frame(now, frame, &mut self.core.counters)
         {
             Ingress::Tcp(t) => self.handle_tcp(now, t, mem),
+            Ingress::FragNeeded(f) => self.handle_frag_needed(now, f),
             // ARP may have resolved a next hop some connection waits for.
             Ingress::Done => self.core.wake_arp_waiters(),
         }
+    }
+
+    /// RFC 1191 with the RFC 5927 check: the quoted segment must belong to a connection
+    /// and its sequence number must lie in what is unacknowledged; then the path MSS
+    /// shrinks (never below TCP's floor) and FPDUs follow it.
+    fn handle_frag_needed(&mut self, now: Instant, f: crate::iface::icmp::FragNeeded) {
+        let tuple = FourTuple {
+            local_ip: self.core.iface.ip.octets(),
+            local_port: f.local_port,
+            remote_ip: f.remote_ip,
+            remote_port: f.remote_port,
+        };
+        let Some(id) = self.conns.lookup(&tuple) else {
+            self.core.counters.drop(DropReason::IcmpIgnored);
+            return;
+        };
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        // Stream offset of the quoted sequence number, relative to what is acknowledged.
+        let first = conn.tcp.iss().0.wrapping_add(1);
+        let off = f.seq.wrapping_sub(first);
+        let acked = conn.tcp.acked_offset() as u32;
+        let in_flight = off.wrapping_sub(acked) < FRAG_NEEDED_SEQ_WINDOW;
+        if !in_flight || f.mtu < MIN_PATH_MTU {
+            self.core.counters.drop(DropReason::IcmpIgnored);
+            return;
+        }
+        self.core.counters.icmp_frag_needed += 1;
+        conn.tcp.set_path_mss(now, f.mtu - FIXED_HEADERS_LEN);
+        let core = &mut self.core;
+        core.service(now, id, conn);
+        core.touch(id, conn);
     }
 
     fn handle_tcp(&mut self, now: Instant, t: TcpIn<'_>, mem: &mut dyn Memory) {

@@ -8,7 +8,7 @@
 
 mod arp;
 mod frame_queue;
-mod icmp;
+pub mod icmp;
 mod ipv4;
 
 use core::net::Ipv4Addr;
@@ -50,6 +50,8 @@ pub struct TcpIn<'a> {
 pub enum Ingress<'a> {
     /// A TCP segment for the connection layer.
     Tcp(TcpIn<'a>),
+    /// An ICMP "fragmentation needed" about one of our TCP segments.
+    FragNeeded(icmp::FragNeeded),
     /// Consumed here (ARP, ICMP) or dropped and counted.
     Done,
 }
@@ -211,6 +213,9 @@ impl Iface {
                 segment: ip.payload,
             }),
             IpProtocol::Icmp => {
+                if let Some(f) = icmp::frag_needed(ip.payload, self.ip.octets()) {
+                    return Ingress::FragNeeded(f);
+                }
                 self.answer_icmp(ip.src, src_mac, ip.payload, counters);
                 Ingress::Done
             }

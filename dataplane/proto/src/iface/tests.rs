@@ -183,7 +183,7 @@ fn tcp_is_handed_up() {
             assert_eq!(t.src_mac, PEER_MAC);
             assert_eq!(t.segment.len(), 10);
         }
-        Ingress::Done => panic!("TCP not handed up"),
+        Ingress::Done | Ingress::FragNeeded(_) => panic!("TCP not handed up"),
     }
 }
 

@@ -1,6 +1,7 @@
-//! A forged ARP reply poisons the initiator's entry for its peer in the middle of a
-//! connection: the next retransmission timeout re-confirms the entry (as Linux's NUD
-//! probe does) and the transfer completes instead of stalling until the entry expires.
+//! The path to the peer changes under a live connection: a forged ARP reply poisons the
+//! neighbour entry (the next retransmission timeout re-confirms it, as Linux's NUD probe
+//! does, instead of stalling until the entry expires), and an ICMP "fragmentation needed"
+//! shrinks the path MTU (FPDUs follow the new MSS).
 
 use iwarp_types::{SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
 
@@ -69,4 +70,116 @@ fn forged_arp_reply_heals_at_the_next_retransmission_timeout() {
         "healed at the first RTOs, not at ARP expiry: {took:?}"
     );
     assert!(p.a.eng.counters().arp_requests_out >= 2, "A asked again");
+}
+
+/// An ICMP "fragmentation needed" (RFC 1191) from a router at `router_ip`, quoting the
+/// IPv4 header and the first 8 TCP bytes of a segment `src:sport -> dst:dport` with `seq`.
+fn frag_needed(
+    to_mac: [u8; 6],
+    router_ip: [u8; 4],
+    (src, sport): ([u8; 4], u16),
+    (dst, dport): ([u8; 4], u16),
+    seq: u32,
+    mtu: u16,
+) -> Vec<u8> {
+    let mut icmp = vec![3, 4, 0, 0, 0, 0];
+    icmp.extend_from_slice(&mtu.to_be_bytes());
+    icmp.extend_from_slice(&[0x45, 0, 0x05, 0xdc, 0, 0, 0x40, 0, 64, 6, 0, 0]);
+    icmp.extend_from_slice(&src);
+    icmp.extend_from_slice(&dst);
+    icmp.extend_from_slice(&sport.to_be_bytes());
+    icmp.extend_from_slice(&dport.to_be_bytes());
+    icmp.extend_from_slice(&seq.to_be_bytes());
+    let mut p = smoltcp::wire::Icmpv4Packet::new_unchecked(&mut icmp[..]);
+    p.fill_checksum();
+    let mut ip = vec![0x45, 0, 0, 0, 0, 0, 0, 0, 64, 1, 0, 0];
+    ip[2..4].copy_from_slice(&((20 + icmp.len()) as u16).to_be_bytes());
+    ip.extend_from_slice(&router_ip);
+    ip.extend_from_slice(&src);
+    let mut h = smoltcp::wire::Ipv4Packet::new_unchecked(&mut ip[..]);
+    h.fill_checksum();
+    let mut f = Vec::new();
+    f.extend_from_slice(&to_mac);
+    f.extend_from_slice(&[0x02, 0, 0, 0, 0, 0x77]);
+    f.extend_from_slice(&[0x08, 0x00]);
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&icmp);
+    f
+}
+
+#[test]
+fn fragmentation_needed_shrinks_the_fpdus() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    let mut p = Pair::new();
+    establish(&mut p);
+    let conn = p.a.eng.qp_conn(p.a.qp).unwrap();
+    let (tuple, una) = {
+        let c = p.a.eng.conn(conn).unwrap();
+        (
+            c.tuple,
+            c.tcp
+                .iss()
+                .0
+                .wrapping_add(1)
+                .wrapping_add(c.tcp.acked_offset() as u32),
+        )
+    };
+    let a_mac = p.a.eng.config().mac;
+    let local = (tuple.local_ip, tuple.local_port);
+    let remote = (tuple.remote_ip, tuple.remote_port);
+
+    // Not about anything in flight (RFC 5927): ignored.
+    let stale = frag_needed(
+        a_mac,
+        [10, 0, 0, 254],
+        local,
+        remote,
+        una.wrapping_add(1 << 31),
+        600,
+    );
+    let now = p.now;
+    p.a.eng.handle_frame(now, &stale, &mut p.a.mem);
+    assert_eq!(p.a.eng.counters().icmp_frag_needed, 0);
+
+    let ok = frag_needed(a_mac, [10, 0, 0, 254], local, remote, una, 1000);
+    p.a.eng.handle_frame(now, &ok, &mut p.a.mem);
+    assert_eq!(p.a.eng.counters().icmp_frag_needed, 1);
+    assert!(p.a.eng.conn(conn).unwrap().tcp.eff_mss() <= 960);
+
+    let largest = Rc::new(Cell::new(0usize));
+    let seen = largest.clone();
+    p.a_to_b = Box::new(move |f| {
+        seen.set(seen.get().max(f.len()));
+        true
+    });
+    let data = pattern(30_000, 9);
+    p.a.fill(0, &data);
+    let write = SendWr {
+        wr_id: 8,
+        op: SendOp::Write {
+            remote_to: 65_536,
+            rkey: p.b.mr,
+        },
+        sgl: sge(&p.a, 0, 30_000),
+        flags: SendFlags::SIGNALED,
+    };
+    p.a.eng.post_send(p.a.qp, &write).unwrap();
+    let mut done = Vec::new();
+    p.run_until(|p| {
+        done.extend(p.a.completions());
+        !done.is_empty()
+    });
+    assert_eq!((done[0].wr_id, done[0].status), (8, WcStatus::Success));
+    assert_eq!(p.b.bytes(65_536, 30_000), &data[..]);
+    assert!(
+        largest.get() <= 14 + 1000,
+        "every frame fits the path MTU: {}",
+        largest.get()
+    );
+    assert!(
+        largest.get() > 14 + 900,
+        "FPDUs follow the new MSS, not a tiny one"
+    );
 }
