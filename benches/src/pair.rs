@@ -92,7 +92,7 @@ impl Node {
     fn new(last: u8, cfg: &PairConfig) -> Result<Node, BenchError> {
         let mut ecfg = EngineConfig {
             mac: [0x02, 0, 0, 0, 0, last],
-            ipv4: Ipv4Addr::new(10, 0, 0, last),
+            ipv4: Ipv4Addr::new(198, 18, 0, last),
             isn_secret: [last; 16],
             stag_seed: u64::from(last),
             mtu: cfg.mtu,

@@ -45,14 +45,14 @@ impl core::fmt::Debug for Host {
 }
 
 /// The configuration of host `i` of a simulation: MAC 02:00:00:00:00:(i+1), IPv4
-/// 10.0.0.(i+1)/24, seeds (ISN secret, STag seed) drawn from `rng`.
+/// 198.18.0.(i+1)/24 (RFC 2544 benchmarking range), seeds (ISN secret, STag seed) drawn from `rng`.
 pub fn host_config(i: usize, rng: &mut SimRng) -> EngineConfig {
     let n = u8::try_from(i + 1).expect("at most 254 hosts");
     let mut isn_secret = [0u8; 16];
     rng.fill_bytes(&mut isn_secret);
     EngineConfig {
         mac: [0x02, 0, 0, 0, 0, n],
-        ipv4: Ipv4Addr::new(10, 0, 0, n),
+        ipv4: Ipv4Addr::new(198, 18, 0, n),
         isn_secret,
         stag_seed: rng.next_u64(),
         ..EngineConfig::default()

@@ -111,11 +111,12 @@ pub struct EngineConfig {
 }
 
 impl Default for EngineConfig {
-    /// A configuration that runs in the simulator: 10.0.0.1/24, MTU 1500, small tables.
+    /// A configuration that runs in the simulator: 198.18.0.1/24 (RFC 2544 benchmarking
+    /// range), MTU 1500, small tables.
     fn default() -> EngineConfig {
         EngineConfig {
             mac: [0x02, 0, 0, 0, 0, 0x01],
-            ipv4: Ipv4Addr::new(10, 0, 0, 1),
+            ipv4: Ipv4Addr::new(198, 18, 0, 1),
             prefix_len: 24,
             gateway: None,
             mtu: 1500,

@@ -6,8 +6,16 @@ const OUR_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x01];
 const PEER_MAC: [u8; 6] = [0x02, 0, 0, 0, 0, 0x02];
 const PEER_IP: Ipv4Addr = Ipv4Addr::new(10, 0, 0, 2);
 
+/// The byte literals below are frames of 10.0.0.0/24: the interface is 10.0.0.1 there.
+fn cfg() -> EngineConfig {
+    EngineConfig {
+        ipv4: Ipv4Addr::new(10, 0, 0, 1),
+        ..EngineConfig::default()
+    }
+}
+
 fn iface() -> Iface {
-    Iface::new(&EngineConfig::default())
+    Iface::new(&cfg())
 }
 
 /// ARP request from 10.0.0.2 (02:..:02) for 10.0.0.1.
@@ -191,7 +199,7 @@ fn tcp_is_handed_up() {
 fn routing() {
     let cfg = EngineConfig {
         gateway: Some(Ipv4Addr::new(10, 0, 0, 254)),
-        ..EngineConfig::default()
+        ..cfg()
     };
     let i = Iface::new(&cfg);
     assert_eq!(i.next_hop(PEER_IP), Some(PEER_IP));
@@ -204,7 +212,7 @@ fn routing() {
 fn ctrl_queue_full_is_counted() {
     let cfg = EngineConfig {
         ctrl_tx_frames: 1,
-        ..EngineConfig::default()
+        ..cfg()
     };
     let mut i = Iface::new(&cfg);
     let mut c = Counters::default();
