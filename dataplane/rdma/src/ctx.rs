@@ -159,46 +159,14 @@ impl Ctx<'_> {
         bind_enabled: bool,
         privileged: bool,
     ) -> Result<(), WcStatus> {
+        if let Some(b) = MwBind::from_op(op) {
+            return self.mem.bind_mw(qp, pd, bind_enabled, &b);
+        }
+        if let Some(f) = FastRegAttr::from_op(op) {
+            let region_len = self.arenas.and_then(|m| m.region_len(f.region));
+            return self.mem.fast_reg(pd, privileged, &f, region_len);
+        }
         match *op {
-            SendOp::Bind {
-                mw,
-                mr,
-                to,
-                len,
-                access,
-                zero_based,
-            } => {
-                let b = MwBind {
-                    mw,
-                    mr,
-                    to,
-                    len,
-                    access,
-                    zero_based,
-                };
-                self.mem.bind_mw(qp, pd, bind_enabled, &b)
-            }
-            SendOp::FastReg {
-                stag,
-                region,
-                region_offset,
-                len,
-                va,
-                access,
-                zero_based,
-            } => {
-                let f = FastRegAttr {
-                    stag,
-                    region,
-                    region_offset,
-                    len,
-                    va,
-                    access,
-                    zero_based,
-                };
-                let region_len = self.arenas.and_then(|m| m.region_len(region));
-                self.mem.fast_reg(pd, privileged, &f, region_len)
-            }
             SendOp::LocalInv { stag } => self.invalidate_local(stag, qp, pd),
             _ => Err(WcStatus::InvalidWqe),
         }

@@ -178,11 +178,6 @@ mod tests {
     use crate::pd::PdTable;
     use RemoteAccessError as E;
 
-    const LR: Access = Access::LOCAL_READ;
-    const LW: Access = Access::LOCAL_WRITE;
-    const RR: Access = Access::REMOTE_READ;
-    const RW: Access = Access::REMOTE_WRITE;
-    const BIND: Access = Access::MW_BIND;
 
     fn sge(lkey: Stag, addr: u64, length: u32) -> Sge {
         Sge { addr, length, lkey }

@@ -64,12 +64,8 @@ mod tests {
     use super::super::testutil::*;
     use super::super::{MwType, StagState};
     use super::*;
-    use iwarp_types::{Access, Stag, VerbError};
+    use iwarp_types::{Stag, VerbError};
 
-    const LR: Access = Access::LOCAL_READ;
-    const LW: Access = Access::LOCAL_WRITE;
-    const RR: Access = Access::REMOTE_READ;
-    const RW: Access = Access::REMOTE_WRITE;
 
     #[test]
     fn alloc_mr_stag_then_fast_reg() {

@@ -146,11 +146,6 @@ mod tests {
     use crate::pd::PdTable;
     use iwarp_types::{Access, VerbError};
 
-    const LR: Access = Access::LOCAL_READ;
-    const LW: Access = Access::LOCAL_WRITE;
-    const RR: Access = Access::REMOTE_READ;
-    const RW: Access = Access::REMOTE_WRITE;
-    const BIND: Access = Access::MW_BIND;
 
     fn region(pds: &mut PdTable, t: &mut MemTable, pd: PdId, access: Access) -> Stag {
         let a = MrAttr {

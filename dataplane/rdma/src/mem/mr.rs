@@ -252,9 +252,6 @@ mod tests {
     use super::super::MwType;
     use super::*;
 
-    const LR: Access = Access::LOCAL_READ;
-    const RR: Access = Access::REMOTE_READ;
-    const RW: Access = Access::REMOTE_WRITE;
 
     #[test]
     fn reg_mr_valid_and_query() {

@@ -198,11 +198,6 @@ mod tests {
     use super::super::{MrAttr, SharedMrAttr};
     use super::*;
 
-    const LR: Access = Access::LOCAL_READ;
-    const LW: Access = Access::LOCAL_WRITE;
-    const RR: Access = Access::REMOTE_READ;
-    const RW: Access = Access::REMOTE_WRITE;
-    const BIND: Access = Access::MW_BIND;
 
     /// A VA-based region [0x1000, 0x1100) at arena offset 64, LR|LW|MW_BIND.
     fn region(pds: &mut PdTable, t: &mut MemTable, pd: PdId) -> Stag {

@@ -4,6 +4,13 @@ use super::{FastRegAttr, MemConfig, MemTable, MrAttr, MwBind, SharedMrAttr};
 use crate::pd::PdTable;
 use iwarp_types::{Access, PdId, QpId, RegionId, Stag};
 
+/// Short names for the rights, as the verbs figures write them.
+pub(crate) const LR: Access = Access::LOCAL_READ;
+pub(crate) const LW: Access = Access::LOCAL_WRITE;
+pub(crate) const RR: Access = Access::REMOTE_READ;
+pub(crate) const RW: Access = Access::REMOTE_WRITE;
+pub(crate) const BIND: Access = Access::MW_BIND;
+
 /// The QP most tests bind windows on.
 pub(crate) const QP: QpId = QpId(1);
 
