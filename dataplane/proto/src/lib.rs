@@ -34,8 +34,9 @@
 //!   QP hears `LlpEvent::TimedOut`).
 //! - `LlpParams::role` is `LlpRole::Responder` only for a responder awaiting a Send RTR
 //!   (the QP must not consume a receive for it); other responders are associated as
-//!   `LlpRole::Initiator` without RTR, because MPA's gate already holds FPDUs back until
-//!   the first inbound FPDU and `LlpRole::Responder` would also hold local-only WRs.
+//!   `LlpRole::Initiator` without RTR: MPA's gate already holds FPDUs back until the
+//!   first inbound FPDU, so ULPDUs can queue in MPA ready to go, while
+//!   `LlpRole::Responder` would not generate them before that FPDU arrives.
 //! - MPA revision 1 with `ConnectParams::p2p`: the initiator sends a zero-length Write
 //!   RTR (no negotiation exists in revision 1).
 //!

@@ -273,8 +273,9 @@ impl Core {
     /// - Responder: MPA already holds our FPDUs back until the initiator's first FPDU
     ///   (RFC 5044 7.1.2, unless `responder_waits_for_first_fpdu` is off, and then we
     ///   are configured to send at once), so the QP need not hold its send queue: local-only WRs (Bind, Fast-Register, Invalidate Local) complete at
-    ///   once and ULPDUs queue (bounded) in MPA. `iwarp-rdma`'s `LlpRole::Responder`
-    ///   holds every SQ WR until the first inbound FPDU, so it is used only where the QP
+    ///   once and ULPDUs queue (bounded) in MPA, ready the moment the gate opens.
+    ///   `iwarp-rdma`'s `LlpRole::Responder` holds back every WR that sends until the
+    ///   first inbound FPDU (local-only WRs still run), so it is used only where the QP
     ///   must recognise the inbound RTR itself: a zero-length Send RTR, which must not
     ///   consume a receive. Write and Read RTRs need no recognition (a zero-length Write
     ///   places nothing; a zero-length Read is answered by a zero-length Read Response).

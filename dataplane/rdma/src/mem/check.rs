@@ -178,7 +178,6 @@ mod tests {
     use crate::pd::PdTable;
     use RemoteAccessError as E;
 
-
     fn sge(lkey: Stag, addr: u64, length: u32) -> Sge {
         Sge { addr, length, lkey }
     }

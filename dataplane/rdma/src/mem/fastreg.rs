@@ -66,7 +66,6 @@ mod tests {
     use super::*;
     use iwarp_types::{Stag, VerbError};
 
-
     #[test]
     fn alloc_mr_stag_then_fast_reg() {
         let (mut pds, mut t, pd) = setup(8);

@@ -146,7 +146,6 @@ mod tests {
     use crate::pd::PdTable;
     use iwarp_types::{Access, VerbError};
 
-
     fn region(pds: &mut PdTable, t: &mut MemTable, pd: PdId, access: Access) -> Stag {
         let a = MrAttr {
             access,

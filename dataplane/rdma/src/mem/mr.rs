@@ -252,7 +252,6 @@ mod tests {
     use super::super::MwType;
     use super::*;
 
-
     #[test]
     fn reg_mr_valid_and_query() {
         let (mut pds, mut t, pd) = setup(8);

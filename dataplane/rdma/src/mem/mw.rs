@@ -198,7 +198,6 @@ mod tests {
     use super::super::{MrAttr, SharedMrAttr};
     use super::*;
 
-
     /// A VA-based region [0x1000, 0x1100) at arena offset 64, LR|LW|MW_BIND.
     fn region(pds: &mut PdTable, t: &mut MemTable, pd: PdId) -> Stag {
         let a = MrAttr {

@@ -146,8 +146,11 @@ impl Qp {
                 };
                 return Some((d, len));
             }
-            if self.state != QpState::Rts || self.hold_tx {
+            if self.state != QpState::Rts {
                 return None;
+            }
+            if self.hold_tx {
+                return self.run_local_wqes_while_held(ctx);
             }
             if let Some(kind) = self.rtr_tx {
                 return self.next_rtr(kind);
@@ -172,6 +175,30 @@ impl Qp {
             if !self.irq.is_empty() {
                 self.tx_cur = Some(TxCur::Irq);
                 continue;
+            }
+            match self.start_next_wqe(ctx) {
+                Step::Again => {}
+                Step::Stall => return None,
+                Step::Emit(d) => return Some((d, self.tx_len(&d))),
+            }
+        }
+        None
+    }
+
+    /// A responder sends nothing before the initiator's first FPDU (RFC 5044 7.1.2), but
+    /// WRs that put nothing on the wire (Bind, Fast-Register, Invalidate Local STag) still
+    /// run, in post order, up to the first WR that would send.
+    fn run_local_wqes_while_held(&mut self, ctx: &mut Ctx<'_>) -> Option<(TxUlpdu, usize)> {
+        for _ in 0..=self.sq.depth {
+            let local = self.tx_cur.is_none()
+                && self.sq.get(self.sq.cursor).is_some_and(|e| {
+                    matches!(
+                        e.wr.op,
+                        SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. }
+                    )
+                });
+            if !local {
+                return None;
             }
             match self.start_next_wqe(ctx) {
                 Step::Again => {}

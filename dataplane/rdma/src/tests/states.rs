@@ -566,3 +566,26 @@ fn queue_rtr_by_hand() {
         Err(VerbError::InvalidQpState)
     );
 }
+
+#[test]
+fn held_responder_still_runs_local_wrs_in_order() {
+    let mut p = rtr_pair(RtrKind::Write);
+    let (sb, vb) = p.b.reg(64, ALL);
+    let (sa, va) = p.a.reg(64, ALL);
+    let (victim, _) = p.b.reg(64, ALL);
+    p.a.post_recv(1, sa, va, 64);
+    p.b.post(1, SendOp::LocalInv { stag: victim }, SgList::new(), SIG);
+    p.b.post(2, SendOp::Send, sgl(sb, vb, 8), SIG);
+    p.b.post(3, SendOp::LocalInv { stag: sb }, SgList::new(), SIG);
+    assert!(!p.step(false), "nothing on the wire before the first FPDU");
+    let done = p.b.cqes();
+    assert_eq!(done.len(), 1, "the leading local WR ran: {done:?}");
+    assert_eq!((done[0].wr_id, done[0].status), (1, WcStatus::Success));
+    // The Send waits for the RTR, and the Invalidate behind it waits for the Send.
+    assert!(p.step(true), "the initiator sends the RTR");
+    p.run();
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+    let ids: Vec<u64> = p.b.cqes().iter().map(|c| c.wr_id).collect();
+    assert_eq!(ids, vec![2, 3]);
+    assert_eq!(p.a.cqes()[0].byte_len, 8);
+}
