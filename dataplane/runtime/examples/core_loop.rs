@@ -1,0 +1,144 @@
+//! Goodput and message rate through the whole core loop: two cores (one per side)
+//! joined by the memory link, run on this one thread with a manual clock, a `WriteLoop`
+//! app on side A keeping WRITEs in flight. Both cores' work shares one CPU, so the
+//! figures are a lower bound of one core's.
+//!
+//! `cargo run --release -p iwarp-runtime --example core_loop [count_64k] [count_64b]`
+
+use core::net::SocketAddrV4;
+use std::sync::atomic::Ordering::Relaxed;
+
+use iwarp_proto::{AcceptParams, ConnectParams, Event};
+use iwarp_rdma::mem::MrAttr;
+use iwarp_rdma::QpAttr;
+use iwarp_runtime::control::{AppBox, Done, Op};
+use iwarp_runtime::testutil::{Testbed, TestbedConfig, Which, WriteLoop, ARENA, IP_B};
+use iwarp_types::{Access, CqId, QpId, Stag, VecMemory};
+
+const ARENA_LEN: u64 = 1 << 20;
+
+fn verbs(tb: &mut Testbed, w: Which) -> (QpId, CqId, Stag) {
+    let mut call = |op: Op<VecMemory>| tb.call(w, 0, op).expect("command");
+    let Done::Pd(pd) = call(Op::AllocPd) else {
+        panic!("pd")
+    };
+    let Done::Cq(cq, _) = call(Op::CreateCq { depth: 1024 }) else {
+        panic!("cq")
+    };
+    let attr = QpAttr {
+        pd,
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        sq_depth: 512,
+        rq_depth: 16,
+        max_send_sge: 1,
+        max_recv_sge: 1,
+        ord: 8,
+        ird: 8,
+        inbound_read: true,
+        inbound_write: true,
+        bind_enabled: false,
+        privileged: false,
+    };
+    let Done::Qp(qp, _) = call(Op::CreateQp(attr)) else {
+        panic!("qp")
+    };
+    let mr = MrAttr {
+        pd,
+        region: ARENA,
+        region_offset: 0,
+        len: ARENA_LEN,
+        va: 0,
+        zero_based: true,
+        access: Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+        key: 1,
+        remote_access_flag: true,
+    };
+    let Done::Stag(stag) = call(Op::RegMr(mr)) else {
+        panic!("mr")
+    };
+    (qp, cq, stag)
+}
+
+fn wait(tb: &mut Testbed, w: Which, f: impl Fn(&Event) -> bool) -> Event {
+    for _ in 0..100_000 {
+        if let Some(n) = tb.side(w).handles[0].poll_notice() {
+            if f(&n.event) {
+                return n.event;
+            }
+        }
+        tb.step();
+    }
+    panic!("no event");
+}
+
+fn run(len: u32, count: u64, depth: u32) {
+    let cfg = TestbedConfig {
+        arena_bytes: ARENA_LEN as usize,
+        mtu: 9000,
+        ..TestbedConfig::default()
+    };
+    let mut tb = Testbed::new(&cfg).expect("testbed");
+    tb.call(
+        Which::B,
+        0,
+        Op::Listen {
+            port: 4791,
+            backlog: 4,
+        },
+    )
+    .expect("listen");
+    let (qa, cqa, mra) = verbs(&mut tb, Which::A);
+    let (qb, _, mrb) = verbs(&mut tb, Which::B);
+    let op = Op::Connect {
+        qp: qa,
+        remote: SocketAddrV4::new(IP_B, 4791),
+        params: ConnectParams::default(),
+    };
+    tb.call(Which::A, 0, op).expect("connect");
+    let Event::ConnectRequest { conn, .. } = wait(&mut tb, Which::B, |e| {
+        matches!(e, Event::ConnectRequest { .. })
+    }) else {
+        unreachable!()
+    };
+    let op = Op::Accept {
+        conn,
+        qp: qb,
+        params: AcceptParams::default(),
+    };
+    tb.call(Which::B, 0, op).expect("accept");
+    wait(&mut tb, Which::A, |e| {
+        matches!(e, Event::Established { .. })
+    });
+    let app = WriteLoop::new(qa, cqa, mra, mrb, len, depth, count);
+    let stats = app.stats.clone();
+    tb.call(Which::A, 0, Op::StartApp(AppBox(Box::new(app))))
+        .expect("start");
+    let t = std::time::Instant::now();
+    let mut steps = 0u64;
+    while stats.completed.load(Relaxed) < count && steps < 100_000_000 {
+        tb.step();
+        steps += 1;
+    }
+    let secs = t.elapsed().as_secs_f64();
+    let done = stats.completed.load(Relaxed);
+    let s = tb.a.cores[0].final_snapshot(tb.clock.now());
+    println!(
+        "{len:>6} B WRITEs: {done} in {secs:.3} s = {:.2} Gbit/s goodput, {:.3} M msg/s \
+         ({} frames out, {} retransmissions, {} loop iterations per side)",
+        done as f64 * f64::from(len) * 8.0 / secs / 1e9,
+        done as f64 / secs / 1e6,
+        s.total().c.frames_tx,
+        s.total().c.tcp_retransmissions,
+        s.core.iterations,
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let n_big = args.next().and_then(|a| a.parse().ok()).unwrap_or(20_000);
+    let n_small = args.next().and_then(|a| a.parse().ok()).unwrap_or(500_000);
+    run(64 * 1024, n_big, 16);
+    run(64, n_small, 256);
+}

@@ -1,0 +1,156 @@
+//! The core's frame paths: receive and steer, frames forwarded by other cores,
+//! transmit and flush, and the capture copy of each frame.
+
+use iwarp_types::{Instant, Memory};
+
+use crate::capture::{CaptureDir, CoreCapture};
+use crate::core::{Core, Port};
+use crate::counters::CorePlain;
+use crate::forward::ForwardKind;
+use crate::io::TxOutcome;
+use crate::steer::Route;
+
+impl<M: Memory> Core<M> {
+    /// Receives one burst from port `i` and steers each frame.
+    pub(crate) fn receive(&mut self, now: Instant, i: usize) -> usize {
+        let me = self.cfg.index;
+        let Some(port) = self.ports.get_mut(i) else {
+            return 0;
+        };
+        let Port {
+            id,
+            engine,
+            io,
+            steering,
+            counters,
+            ..
+        } = port;
+        let (mem, forward, capture, lc) = (
+            &mut self.mem,
+            &self.forward,
+            &self.capture,
+            &mut self.loop_counters,
+        );
+        let port_id = *id;
+        io.rx_burst(self.cfg.rx_burst, &mut |frame: &[u8]| {
+            counters.c.frames_rx += 1;
+            counters.c.bytes_rx += frame.len() as u64;
+            record(capture, lc, port_id, CaptureDir::Rx, now, frame);
+            match steering.route(me, frame) {
+                Route::Here => engine.handle_frame(now, frame, mem),
+                Route::Core(owner) => {
+                    let ring = forward.out.get(owner).and_then(Option::as_ref);
+                    let kind = ForwardKind::Owned as u8;
+                    if ring.is_some_and(|r| r.push_copy(frame, port_id, kind, now)) {
+                        counters.c.forwarded_out += 1;
+                    } else {
+                        counters.c.forward_drops += 1;
+                    }
+                }
+                Route::AllCores => {
+                    engine.handle_frame(now, frame, mem);
+                    for &c in steering.cores() {
+                        if c == me {
+                            continue;
+                        }
+                        let ring = forward.out.get(c).and_then(Option::as_ref);
+                        let kind = ForwardKind::ArpCopy as u8;
+                        if ring.is_some_and(|r| r.push_copy(frame, port_id, kind, now)) {
+                            counters.c.arp_copies += 1;
+                        } else {
+                            counters.c.forward_drops += 1;
+                        }
+                    }
+                }
+            }
+        })
+    }
+
+    /// Handles frames other cores forwarded here.
+    pub(crate) fn receive_forwarded(&mut self, now: Instant) -> usize {
+        let mut n = 0;
+        for ring in &self.forward.inbound {
+            for _ in 0..self.cfg.forward_burst {
+                let Some(b) = ring.pop() else {
+                    break;
+                };
+                if let Some(p) = self.ports.iter_mut().find(|p| p.id == b.port) {
+                    if b.tag == ForwardKind::ArpCopy as u8 {
+                        p.counters.c.arp_copies_in += 1;
+                    } else {
+                        p.counters.c.forwarded_in += 1;
+                    }
+                    p.engine.handle_frame(now, b.bytes(), &mut self.mem);
+                }
+                ring.recycle(b);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Transmits what port `i`'s engine has, within the per-iteration bound, then flushes.
+    pub(crate) fn transmit(&mut self, now: Instant, i: usize) -> usize {
+        let Some(port) = self.ports.get_mut(i) else {
+            return 0;
+        };
+        let Port {
+            id,
+            engine,
+            io,
+            counters,
+            ..
+        } = port;
+        let (mem, capture, lc) = (&self.mem, &self.capture, &mut self.loop_counters);
+        let port_id = *id;
+        let mut sent = 0;
+        let mut refused = false;
+        while sent < self.cfg.tx_frames_max {
+            let outcome = io.tx_frame(&mut |buf: &mut [u8]| {
+                let n = engine.poll_transmit(now, buf, mem).unwrap_or(0);
+                if n > 0 {
+                    record(capture, lc, port_id, CaptureDir::Tx, now, &buf[..n]);
+                }
+                n
+            });
+            match outcome {
+                TxOutcome::Queued(n) => {
+                    sent += 1;
+                    counters.c.frames_tx += 1;
+                    counters.c.bytes_tx += n as u64;
+                }
+                TxOutcome::Empty => break,
+                TxOutcome::NoBuffer => {
+                    counters.c.tx_backpressure += 1;
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        if sent > 0 || refused || counters.c.tx_pending > 0 {
+            counters.c.tx_pending = io.tx_flush() as u64;
+        }
+        sent
+    }
+}
+
+/// Copies a frame to the capture ring when capture is on.
+#[inline]
+fn record(
+    capture: &Option<CoreCapture>,
+    lc: &mut CorePlain,
+    port: u16,
+    dir: CaptureDir,
+    now: Instant,
+    frame: &[u8],
+) {
+    if let Some(c) = capture {
+        if c.enabled() {
+            if c.record(port, dir, now, frame) {
+                lc.captured += 1;
+            } else {
+                lc.capture_drops += 1;
+            }
+        }
+    }
+}
