@@ -1,0 +1,231 @@
+//! A preallocated log-linear histogram of nanosecond values (HDR style): values below
+//! 128 are exact; above, each power of two is split into 64 buckets, so a reported
+//! value is within 1/128 of the true one. Recording is O(1) and never allocates.
+
+/// Exact buckets below this value.
+const LINEAR: u64 = 128;
+/// Sub-buckets per power of two above [`LINEAR`] (2^6).
+const SUB_BITS: u32 = 6;
+const SUB: usize = 1 << SUB_BITS;
+/// Bucket count: 128 exact, then 64 per power of two from 2^7 to 2^63.
+pub const BUCKETS: usize = LINEAR as usize + (64 - 7) * SUB;
+
+/// Counts of values by bucket, plus exact count, sum, min and max.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Histogram {
+    counts: Box<[u64]>,
+    count: u64,
+    sum: u128,
+    min: u64,
+    max: u64,
+}
+
+impl core::fmt::Debug for Histogram {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Histogram")
+            .field("count", &self.count)
+            .field("min", &self.min())
+            .field("max", &self.max)
+            .finish()
+    }
+}
+
+impl Default for Histogram {
+    fn default() -> Histogram {
+        Histogram::new()
+    }
+}
+
+fn bucket_of(v: u64) -> usize {
+    if v < LINEAR {
+        return v as usize;
+    }
+    let e = 63 - v.leading_zeros(); // >= 7
+    let m = ((v >> (e - SUB_BITS)) as usize) & (SUB - 1);
+    LINEAR as usize + (e as usize - 7) * SUB + m
+}
+
+/// Lowest and highest value of bucket `i`.
+fn bucket_range(i: usize) -> (u64, u64) {
+    if i < LINEAR as usize {
+        return (i as u64, i as u64);
+    }
+    let k = i - LINEAR as usize;
+    let e = 7 + (k / SUB) as u32;
+    let m = (k % SUB) as u64;
+    let width = 1u64 << (e - SUB_BITS);
+    let lo = (SUB as u64 + m) << (e - SUB_BITS);
+    (lo, lo.saturating_add(width - 1))
+}
+
+impl Histogram {
+    /// An empty histogram (the only allocation).
+    pub fn new() -> Histogram {
+        Histogram {
+            counts: vec![0u64; BUCKETS].into_boxed_slice(),
+            count: 0,
+            sum: 0,
+            min: u64::MAX,
+            max: 0,
+        }
+    }
+
+    /// Records one value.
+    #[inline]
+    pub fn record(&mut self, v: u64) {
+        self.counts[bucket_of(v)] += 1;
+        self.count += 1;
+        self.sum += u128::from(v);
+        self.min = self.min.min(v);
+        self.max = self.max.max(v);
+    }
+
+    /// Values recorded.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// Smallest value (0 when empty).
+    pub fn min(&self) -> u64 {
+        if self.count == 0 {
+            0
+        } else {
+            self.min
+        }
+    }
+
+    /// Largest value (0 when empty).
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// Arithmetic mean (0 when empty).
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            0.0
+        } else {
+            self.sum as f64 / self.count as f64
+        }
+    }
+
+    /// The value at quantile `q` in [0, 1]: the smallest recorded value such that at
+    /// least `ceil(q * count)` values are at or below it (bucket midpoint, clamped to
+    /// the exact min and max; the first and last rank are the exact min and max).
+    /// 0 when empty.
+    pub fn quantile(&self, q: f64) -> u64 {
+        if self.count == 0 {
+            return 0;
+        }
+        let q = if q.is_nan() { 0.0 } else { q.clamp(0.0, 1.0) };
+        let rank = ((q * self.count as f64).ceil() as u64).clamp(1, self.count);
+        if rank == self.count {
+            return self.max;
+        }
+        if rank == 1 {
+            return self.min;
+        }
+        let mut seen = 0u64;
+        for (i, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= rank {
+                let (lo, hi) = bucket_range(i);
+                let mid = lo + (hi - lo) / 2;
+                return mid.clamp(self.min, self.max);
+            }
+        }
+        self.max
+    }
+
+    /// Adds every value of `other`.
+    pub fn merge(&mut self, other: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += *b;
+        }
+        self.count += other.count;
+        self.sum += other.sum;
+        self.min = self.min.min(other.min);
+        self.max = self.max.max(other.max);
+    }
+
+    /// Forgets every value (no allocation).
+    pub fn clear(&mut self) {
+        self.counts.fill(0);
+        self.count = 0;
+        self.sum = 0;
+        self.min = u64::MAX;
+        self.max = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_are_contiguous_and_cover_u64() {
+        let mut next = 0u64;
+        for i in 0..BUCKETS {
+            let (lo, hi) = bucket_range(i);
+            assert_eq!(lo, next, "bucket {i}");
+            assert!(hi >= lo);
+            assert_eq!(bucket_of(lo), i);
+            assert_eq!(bucket_of(hi), i);
+            next = hi.wrapping_add(1);
+        }
+        assert_eq!(next, 0, "the last bucket ends at u64::MAX");
+        assert_eq!(bucket_of(u64::MAX), BUCKETS - 1);
+    }
+
+    #[test]
+    fn percentiles_of_a_known_set() {
+        let mut h = Histogram::new();
+        // 1..=1000 µs in ns: p50 = 500 µs, p90 = 900 µs, p99 = 990 µs, p99.9 = 999 µs.
+        for v in 1..=1000u64 {
+            h.record(v * 1000);
+        }
+        assert_eq!(h.count(), 1000);
+        for (q, want) in [
+            (0.5, 500_000u64),
+            (0.9, 900_000),
+            (0.99, 990_000),
+            (0.999, 999_000),
+        ] {
+            let got = h.quantile(q);
+            let err = got.abs_diff(want) as f64 / want as f64;
+            assert!(err <= 1.0 / 128.0, "q {q}: {got} vs {want}");
+        }
+        assert_eq!(h.quantile(1.0), 1_000_000);
+        assert_eq!(h.quantile(0.0), 1000);
+        assert_eq!(h.min(), 1000);
+        assert_eq!(h.max(), 1_000_000);
+        assert!((h.mean() - 500_500.0).abs() < 1e-6);
+        // Small values are exact.
+        let mut s = Histogram::new();
+        for v in [3u64, 1, 2, 100, 4] {
+            s.record(v);
+        }
+        assert_eq!(s.quantile(0.5), 3);
+        assert_eq!(s.quantile(0.8), 4);
+        assert_eq!(s.quantile(0.81), 100);
+        assert_eq!(Histogram::new().quantile(0.5), 0);
+    }
+
+    #[test]
+    fn merge_equals_recording_everything_in_one() {
+        let (mut a, mut b, mut all) = (Histogram::new(), Histogram::new(), Histogram::new());
+        for v in 0..5000u64 {
+            let x = v * v;
+            if v % 3 == 0 {
+                a.record(x)
+            } else {
+                b.record(x)
+            }
+            all.record(x);
+        }
+        a.merge(&b);
+        assert_eq!(a, all);
+        a.clear();
+        assert_eq!(a.count(), 0);
+        assert_eq!(a.min(), 0);
+    }
+}

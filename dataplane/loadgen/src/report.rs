@@ -1,0 +1,558 @@
+//! What a run measured: [`Report`] (client) and [`ServerReport`] (server), plain data
+//! with a human-readable `Display`, `to_json()` and `merge` for several cores.
+
+use core::fmt::{self, Write as _};
+
+use iwarp_types::WcStatus;
+
+use crate::histogram::Histogram;
+use crate::pattern::Mismatch;
+use crate::proto::{Op, RejectReason};
+
+/// Mismatches kept with their details (the rest are only counted).
+pub const MAX_MISMATCHES: usize = 4;
+
+/// The first few mismatches, in the order found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MismatchLog {
+    items: [Option<Mismatch>; MAX_MISMATCHES],
+}
+
+impl MismatchLog {
+    /// Keeps `m` if there is room.
+    pub fn push(&mut self, m: Mismatch) {
+        if let Some(slot) = self.items.iter_mut().find(|s| s.is_none()) {
+            *slot = Some(m);
+        }
+    }
+
+    /// The kept mismatches.
+    pub fn iter(&self) -> impl Iterator<Item = &Mismatch> {
+        self.items.iter().flatten()
+    }
+
+    /// Keeps those of `other` while there is room.
+    pub fn merge(&mut self, other: &MismatchLog) {
+        for m in other.iter() {
+            self.push(*m);
+        }
+    }
+}
+
+/// Errors seen by a client.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ErrorCounts {
+    /// Connects that failed (refused, reset, timed out, unreachable, aborted, or the
+    /// `connect` call itself failed).
+    pub connect_failed: u64,
+    /// Connects the server rejected.
+    pub rejected: u64,
+    /// The reason of the first reject.
+    pub reject_reason: Option<RejectReason>,
+    /// Established connections whose accept private data was not a loadgen accept.
+    pub bad_accept: u64,
+    /// QPs lost during the run (disconnected, reset or in error before the client closed
+    /// them).
+    pub qp_lost: u64,
+    /// Error completions by status (index: [`WcStatus`] as `u8`); flushes of receives
+    /// during an orderly close are not counted.
+    pub completions: [u64; WcStatus::ALL.len()],
+    /// Verbs asynchronous events on the client's QPs.
+    pub async_events: u64,
+    /// Post Send / Post Receive calls that failed.
+    pub post_failed: u64,
+    /// Control messages from the server that made no sense (unknown kind, an ack for a
+    /// slot not in flight).
+    pub protocol: u64,
+    /// Messages whose data did not match the pattern (checked by the client for READ,
+    /// reported back by the server for WRITE and SEND).
+    pub verify_mismatches: u64,
+}
+
+impl ErrorCounts {
+    /// Error completions of every status.
+    pub fn completion_errors(&self) -> u64 {
+        self.completions.iter().sum()
+    }
+
+    /// Every error counted.
+    pub fn total(&self) -> u64 {
+        self.connect_failed
+            + self.rejected
+            + self.bad_accept
+            + self.qp_lost
+            + self.completion_errors()
+            + self.async_events
+            + self.post_failed
+            + self.protocol
+            + self.verify_mismatches
+    }
+
+    fn merge(&mut self, o: &ErrorCounts) {
+        self.connect_failed += o.connect_failed;
+        self.rejected += o.rejected;
+        self.reject_reason = self.reject_reason.or(o.reject_reason);
+        self.bad_accept += o.bad_accept;
+        self.qp_lost += o.qp_lost;
+        for (a, b) in self.completions.iter_mut().zip(o.completions.iter()) {
+            *a += *b;
+        }
+        self.async_events += o.async_events;
+        self.post_failed += o.post_failed;
+        self.protocol += o.protocol;
+        self.verify_mismatches += o.verify_mismatches;
+    }
+}
+
+/// Connection set-up: from `Engine::connect` (the SYN is queued) to the `Established`
+/// event (MPA Reply received, QP in RTS).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SetupStats {
+    /// Connections established.
+    pub established: u64,
+    /// From the first connect call to the last `Established`, in ns.
+    pub window_ns: u64,
+    /// Set-up time of each connection, ns.
+    pub latency: Histogram,
+}
+
+impl SetupStats {
+    /// Connections established per second over the set-up window.
+    pub fn rate_per_sec(&self) -> f64 {
+        if self.window_ns == 0 {
+            0.0
+        } else {
+            self.established as f64 * 1e9 / self.window_ns as f64
+        }
+    }
+}
+
+/// The result of a client run (or of several cores' clients merged).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The operation.
+    pub op: Op,
+    /// Message size in bytes.
+    pub size: u32,
+    /// QPs asked for.
+    pub qps: u32,
+    /// WRs outstanding per QP.
+    pub depth: u32,
+    /// Data was verified.
+    pub verify: bool,
+    /// Length of the measurement window, seconds.
+    pub seconds: f64,
+    /// Messages completed inside the window.
+    pub messages: u64,
+    /// Payload bytes of those messages.
+    pub bytes: u64,
+    /// Post-to-completion latency of the (signaled) messages completed in the window, ns.
+    /// For verified WRITEs: post to the server's ack.
+    pub latency: Histogram,
+    /// Connection set-up.
+    pub setup: SetupStats,
+    /// Errors.
+    pub errors: ErrorCounts,
+    /// The first mismatches the client found itself (READ verify).
+    pub mismatches: MismatchLog,
+}
+
+impl Report {
+    /// An empty report of a run (allocates the histograms).
+    pub fn new(op: Op, size: u32, qps: u32, depth: u32, verify: bool) -> Report {
+        Report {
+            op,
+            size,
+            qps,
+            depth,
+            verify,
+            seconds: 0.0,
+            messages: 0,
+            bytes: 0,
+            latency: Histogram::new(),
+            setup: SetupStats::default(),
+            errors: ErrorCounts::default(),
+            mismatches: MismatchLog::default(),
+        }
+    }
+
+    /// Payload goodput, Gbit/s.
+    pub fn goodput_gbps(&self) -> f64 {
+        if self.seconds <= 0.0 {
+            0.0
+        } else {
+            self.bytes as f64 * 8.0 / self.seconds / 1e9
+        }
+    }
+
+    /// Messages per second.
+    pub fn messages_per_sec(&self) -> f64 {
+        if self.seconds <= 0.0 {
+            0.0
+        } else {
+            self.messages as f64 / self.seconds
+        }
+    }
+
+    /// Latency at quantile `q` (0.5, 0.9, 0.99, 0.999, 1.0), µs.
+    pub fn latency_us(&self, q: f64) -> f64 {
+        self.latency.quantile(q) as f64 / 1000.0
+    }
+
+    /// Adds another core's report of the same run: counts add up, the window is the
+    /// longest (cores run side by side), histograms merge.
+    pub fn merge(&mut self, o: &Report) {
+        self.qps += o.qps;
+        self.seconds = self.seconds.max(o.seconds);
+        self.messages += o.messages;
+        self.bytes += o.bytes;
+        self.latency.merge(&o.latency);
+        self.setup.established += o.setup.established;
+        self.setup.window_ns = self.setup.window_ns.max(o.setup.window_ns);
+        self.setup.latency.merge(&o.setup.latency);
+        self.errors.merge(&o.errors);
+        self.mismatches.merge(&o.mismatches);
+    }
+
+    /// One JSON object (no external dependency; every key is fixed ASCII).
+    pub fn to_json(&self) -> String {
+        let mut s = String::with_capacity(1024);
+        let e = &self.errors;
+        let _ = write!(
+            s,
+            "{{\"op\":\"{}\",\"size\":{},\"qps\":{},\"depth\":{},\"verify\":{},\"seconds\":{:.6},\
+             \"messages\":{},\"bytes\":{},\"goodput_gbps\":{:.6},\"messages_per_sec\":{:.3},\
+             \"latency_us\":{{\"p50\":{:.3},\"p90\":{:.3},\"p99\":{:.3},\"p999\":{:.3},\"max\":{:.3},\"samples\":{}}},\
+             \"setup\":{{\"established\":{},\"window_s\":{:.6},\"rate_per_sec\":{:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"max_us\":{:.3}}},\
+             \"errors\":{{\"connect_failed\":{},\"rejected\":{},\"bad_accept\":{},\"qp_lost\":{},\
+             \"completion_errors\":{},\"async_events\":{},\"post_failed\":{},\"protocol\":{},\"verify_mismatches\":{}",
+            self.op,
+            self.size,
+            self.qps,
+            self.depth,
+            self.verify,
+            self.seconds,
+            self.messages,
+            self.bytes,
+            self.goodput_gbps(),
+            self.messages_per_sec(),
+            self.latency_us(0.5),
+            self.latency_us(0.9),
+            self.latency_us(0.99),
+            self.latency_us(0.999),
+            self.latency.max() as f64 / 1000.0,
+            self.latency.count(),
+            self.setup.established,
+            self.setup.window_ns as f64 / 1e9,
+            self.setup.rate_per_sec(),
+            self.setup.latency.quantile(0.5) as f64 / 1000.0,
+            self.setup.latency.quantile(0.99) as f64 / 1000.0,
+            self.setup.latency.max() as f64 / 1000.0,
+            e.connect_failed,
+            e.rejected,
+            e.bad_accept,
+            e.qp_lost,
+            e.completion_errors(),
+            e.async_events,
+            e.post_failed,
+            e.protocol,
+            e.verify_mismatches,
+        );
+        let _ = write!(s, ",\"completions_by_status\":{{");
+        let mut first = true;
+        for (st, n) in WcStatus::ALL.iter().zip(e.completions.iter()) {
+            if *n > 0 {
+                let _ = write!(s, "{}\"{:?}\":{}", if first { "" } else { "," }, st, n);
+                first = false;
+            }
+        }
+        s.push_str("}},\"mismatches\":[");
+        for (i, m) in self.mismatches.iter().enumerate() {
+            let _ = write!(
+                s,
+                "{}{{\"qp\":{},\"seq\":{},\"offset\":{},\"expected\":\"{:#018x}\",\"got\":\"{:#018x}\"}}",
+                if i == 0 { "" } else { "," },
+                m.qp,
+                m.seq,
+                m.offset,
+                m.expected,
+                m.got
+            );
+        }
+        s.push_str("]}");
+        s
+    }
+}
+
+fn write_mismatches(f: &mut fmt::Formatter<'_>, log: &MismatchLog) -> fmt::Result {
+    for m in log.iter() {
+        writeln!(
+            f,
+            "  mismatch: qp {} seq {} offset {}: expected {:#018x}, got {:#018x}",
+            m.qp, m.seq, m.offset, m.expected, m.got
+        )?;
+    }
+    Ok(())
+}
+
+impl fmt::Display for Report {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "loadgen {} {} B x {} QPs x depth {} (verify {}): {:.3} s",
+            self.op,
+            self.size,
+            self.qps,
+            self.depth,
+            if self.verify { "on" } else { "off" },
+            self.seconds
+        )?;
+        writeln!(
+            f,
+            "  {} messages, {} bytes: {:.3} Gbit/s, {:.0} messages/s",
+            self.messages,
+            self.bytes,
+            self.goodput_gbps(),
+            self.messages_per_sec()
+        )?;
+        writeln!(
+            f,
+            "  latency µs: p50 {:.2}  p90 {:.2}  p99 {:.2}  p99.9 {:.2}  max {:.2}  ({} samples)",
+            self.latency_us(0.5),
+            self.latency_us(0.9),
+            self.latency_us(0.99),
+            self.latency_us(0.999),
+            self.latency.max() as f64 / 1000.0,
+            self.latency.count()
+        )?;
+        writeln!(
+            f,
+            "  set-up: {} connections in {:.6} s ({:.0}/s), p50 {:.2} µs, p99 {:.2} µs",
+            self.setup.established,
+            self.setup.window_ns as f64 / 1e9,
+            self.setup.rate_per_sec(),
+            self.setup.latency.quantile(0.5) as f64 / 1000.0,
+            self.setup.latency.quantile(0.99) as f64 / 1000.0
+        )?;
+        let e = &self.errors;
+        write!(
+            f,
+            "  errors: connect failed {}, rejected {}, bad accept {}, QPs lost {}, error completions {}, async events {}, post failed {}, protocol {}, verify mismatches {}",
+            e.connect_failed,
+            e.rejected,
+            e.bad_accept,
+            e.qp_lost,
+            e.completion_errors(),
+            e.async_events,
+            e.post_failed,
+            e.protocol,
+            e.verify_mismatches
+        )?;
+        if let Some(r) = e.reject_reason {
+            write!(f, " (first reject: {r})")?;
+        }
+        writeln!(f)?;
+        for (st, n) in WcStatus::ALL.iter().zip(e.completions.iter()) {
+            if *n > 0 {
+                writeln!(f, "  completions {st:?}: {n}")?;
+            }
+        }
+        write_mismatches(f, &self.mismatches)
+    }
+}
+
+/// What a server has done so far (readable at any time).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerReport {
+    /// Connections accepted.
+    pub accepted: u64,
+    /// Connect requests rejected (bad hello, no room).
+    pub rejected: u64,
+    /// Accepted connections that ended (served and closed, or lost).
+    pub served: u64,
+    /// Accepted connections that failed before RDMA mode.
+    pub failed: u64,
+    /// Connections open now.
+    pub active: u32,
+    /// SENDs received (data messages; control messages not counted).
+    pub messages_received: u64,
+    /// Their bytes.
+    pub bytes_received: u64,
+    /// Messages (SEND) and slots (WRITE) checked against the pattern.
+    pub messages_verified: u64,
+    /// Their bytes.
+    pub bytes_verified: u64,
+    /// Checks that failed.
+    pub verify_mismatches: u64,
+    /// Credit messages sent.
+    pub credits_sent: u64,
+    /// Write acks sent.
+    pub acks_sent: u64,
+    /// Error completions (flushes during close not counted), failed posts, and protocol
+    /// violations by clients (a SEND without credit, an unknown control message).
+    pub errors: u64,
+    /// The first mismatches.
+    pub mismatches: MismatchLog,
+}
+
+impl ServerReport {
+    /// Adds another core's server report.
+    pub fn merge(&mut self, o: &ServerReport) {
+        self.accepted += o.accepted;
+        self.rejected += o.rejected;
+        self.served += o.served;
+        self.failed += o.failed;
+        self.active += o.active;
+        self.messages_received += o.messages_received;
+        self.bytes_received += o.bytes_received;
+        self.messages_verified += o.messages_verified;
+        self.bytes_verified += o.bytes_verified;
+        self.verify_mismatches += o.verify_mismatches;
+        self.credits_sent += o.credits_sent;
+        self.acks_sent += o.acks_sent;
+        self.errors += o.errors;
+        self.mismatches.merge(&o.mismatches);
+    }
+
+    /// One JSON object.
+    pub fn to_json(&self) -> String {
+        let mut s = String::with_capacity(512);
+        let _ = write!(
+            s,
+            "{{\"accepted\":{},\"rejected\":{},\"served\":{},\"failed\":{},\"active\":{},\
+             \"messages_received\":{},\"bytes_received\":{},\"messages_verified\":{},\
+             \"bytes_verified\":{},\"verify_mismatches\":{},\"credits_sent\":{},\"acks_sent\":{},\"errors\":{}}}",
+            self.accepted,
+            self.rejected,
+            self.served,
+            self.failed,
+            self.active,
+            self.messages_received,
+            self.bytes_received,
+            self.messages_verified,
+            self.bytes_verified,
+            self.verify_mismatches,
+            self.credits_sent,
+            self.acks_sent,
+            self.errors
+        );
+        s
+    }
+}
+
+impl fmt::Display for ServerReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "loadgen server: {} accepted, {} rejected, {} served, {} failed, {} active",
+            self.accepted, self.rejected, self.served, self.failed, self.active
+        )?;
+        writeln!(
+            f,
+            "  received {} messages ({} bytes); verified {} ({} bytes), {} mismatches; {} credits and {} acks sent; {} errors",
+            self.messages_received,
+            self.bytes_received,
+            self.messages_verified,
+            self.bytes_verified,
+            self.verify_mismatches,
+            self.credits_sent,
+            self.acks_sent,
+            self.errors
+        )?;
+        write_mismatches(f, &self.mismatches)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(messages: u64, seconds: f64, lat: &[u64]) -> Report {
+        let mut r = Report::new(Op::Write, 1000, 1, 8, false);
+        r.seconds = seconds;
+        r.messages = messages;
+        r.bytes = messages * 1000;
+        for &v in lat {
+            r.latency.record(v);
+        }
+        r
+    }
+
+    #[test]
+    fn report_math() {
+        let r = sample(2_000_000, 2.0, &[1000, 2000, 3000, 4000]);
+        assert!((r.goodput_gbps() - 8.0).abs() < 1e-9);
+        assert!((r.messages_per_sec() - 1e6).abs() < 1e-6);
+        assert!((r.latency_us(0.5) - 2.0).abs() < 0.02);
+        assert!((r.latency_us(1.0) - 4.0).abs() < 1e-9);
+        let zero = sample(5, 0.0, &[]);
+        assert_eq!(zero.goodput_gbps(), 0.0);
+        assert_eq!(zero.messages_per_sec(), 0.0);
+    }
+
+    #[test]
+    fn merge_adds_counts_and_keeps_the_window() {
+        let mut a = sample(1000, 1.0, &[1000; 10]);
+        let mut b = sample(3000, 1.0, &[5000; 30]);
+        b.errors.completions[WcStatus::Flushed as usize] = 2;
+        b.errors.reject_reason = Some(RejectReason::BadSize);
+        b.mismatches.push(Mismatch {
+            qp: 1,
+            seq: 2,
+            offset: 8,
+            expected: 1,
+            got: 2,
+        });
+        a.setup.window_ns = 5;
+        b.setup.window_ns = 7;
+        a.merge(&b);
+        assert_eq!(a.messages, 4000);
+        assert_eq!(a.qps, 2);
+        assert_eq!(a.seconds, 1.0);
+        assert!((a.goodput_gbps() - 0.032).abs() < 1e-9);
+        assert_eq!(a.latency.count(), 40);
+        // 10 x 1 µs, 30 x 5 µs: the median is 5 µs.
+        assert!((a.latency_us(0.5) - 5.0).abs() < 0.05);
+        assert!((a.latency_us(0.2) - 1.0).abs() < 0.01);
+        assert_eq!(a.errors.completion_errors(), 2);
+        assert_eq!(a.errors.reject_reason, Some(RejectReason::BadSize));
+        assert_eq!(a.setup.window_ns, 7);
+        assert_eq!(a.mismatches.iter().count(), 1);
+        let text = a.to_string();
+        assert!(text.contains("4000 messages"), "{text}");
+        assert!(text.contains("mismatch: qp 1 seq 2 offset 8"), "{text}");
+        let json = a.to_json();
+        assert!(json.starts_with('{') && json.ends_with('}'), "{json}");
+        assert!(json.contains("\"messages\":4000"), "{json}");
+        assert!(json.contains("\"Flushed\":2"), "{json}");
+        assert_eq!(json.matches('{').count(), json.matches('}').count());
+    }
+
+    #[test]
+    fn mismatch_log_is_bounded_and_server_report_prints() {
+        let mut log = MismatchLog::default();
+        for i in 0..10 {
+            log.push(Mismatch {
+                qp: 0,
+                seq: i,
+                offset: 0,
+                expected: 0,
+                got: 1,
+            });
+        }
+        assert_eq!(log.iter().count(), MAX_MISMATCHES);
+        assert_eq!(log.iter().next().unwrap().seq, 0);
+        let mut s = ServerReport {
+            accepted: 2,
+            mismatches: log,
+            ..ServerReport::default()
+        };
+        s.merge(&ServerReport {
+            accepted: 1,
+            ..ServerReport::default()
+        });
+        assert_eq!(s.accepted, 3);
+        assert!(s.to_string().contains("3 accepted"));
+        assert!(s.to_json().contains("\"accepted\":3"));
+    }
+}
