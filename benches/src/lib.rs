@@ -6,6 +6,7 @@
 //! - [`stream`]: the WRITE workload (full send queue, signaled every N);
 //! - [`limit`]: the 2x copy + CRC limit;
 //! - [`report`]: medians and the one-line results;
+//! - [`scale`]: N connected QPs on one core: set-up rate and memory per connection;
 //! - [`case`]: the benchmark cases and timed runs used by `benches/engine.rs` and the
 //!   `iwarp-bench-report` binary.
 #![forbid(unsafe_code)]
@@ -14,6 +15,7 @@ pub mod case;
 pub mod limit;
 pub mod pair;
 pub mod report;
+pub mod scale;
 pub mod stream;
 
 pub use case::{extra_cases, measure, standard_cases, target_met, Case, Running};

@@ -5,8 +5,12 @@
 //! ```text
 //! cargo run --release -p iwarp-benches --bin iwarp-bench-report -- [--runs N] [--secs S]
 //!     [--mtu M] [--sw-csum] [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N]
-//!     [--profile-wrs N] [--limit-only]
+//!     [--profile-wrs N] [--limit-only] [--scale N]
 //! ```
+//!
+//! `--scale N` runs only the scale benchmark instead (`iwarp_benches::scale`): N QPs
+//! connected between two engines on one core (set-up rate, memory per connection idle,
+//! a WRITE on every QP, disconnect and memory after).
 //!
 //! `--profile-wrs N` only runs the engines for N WRITEs of each size (no limit, no
 //! timing): a workload for `perf record` or `valgrind --tool=callgrind`. `--limit-only`
@@ -29,10 +33,11 @@ struct Args {
     signal_every: Option<u64>,
     profile_wrs: Option<u64>,
     limit_only: bool,
+    scale: Option<usize>,
 }
 
 const USAGE: &str = "usage: iwarp-bench-report [--runs N] [--secs S] [--mtu M] [--sw-csum] \
-                     [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--profile-wrs N] [--limit-only]";
+                     [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--profile-wrs N] [--limit-only] [--scale N]";
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
@@ -45,6 +50,7 @@ fn parse() -> Result<Args, String> {
         signal_every: None,
         profile_wrs: None,
         limit_only: false,
+        scale: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -70,6 +76,7 @@ fn parse() -> Result<Args, String> {
                         .map_err(|e| format!("--profile-wrs: {e}"))?,
                 )
             }
+            "--scale" => a.scale = Some(value()?.parse().map_err(|e| format!("--scale: {e}"))?),
             "--sw-csum" => a.sw_csum = true,
             "--limit-only" => a.limit_only = true,
             "--sizes" => {
@@ -98,6 +105,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(n) = args.scale {
+        return match iwarp_benches::scale::run(n) {
+            Ok(r) => {
+                for line in r.lines() {
+                    println!("{line}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("scale: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let time = Duration::from_secs_f64(args.secs);
     println!(
         "# {} runs of {:.1} s each, medians; limit = one core: crc32c(src) + copy to frame + \

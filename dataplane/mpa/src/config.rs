@@ -55,12 +55,14 @@ pub struct MpaConfig {
     pub handshake_timeout: Duration,
     /// Capacity of the FPDU transmit ring (FPDUs queued but not yet acknowledged).
     pub tx_queue_len: usize,
-    /// Largest ULPDU we send. Sizes the transmit scratch buffer (allocated once when FPDU
-    /// mode starts) used only when TCP asks for part of an FPDU (MSS shrank).
+    /// Largest ULPDU we send. Sizes the transmit scratch buffer used only when TCP asks
+    /// for part of an FPDU (MSS shrank): the engine's shared one ([`crate::MpaPool`]), or
+    /// without a pool one the connection allocates the first time.
     pub tx_ulpdu_max_bytes: usize,
-    /// Largest ULPDU we accept. Sizes the receive staging buffer (allocated once when FPDU
-    /// mode starts): FPDUs that straddle TCP segments or contain markers are gathered
-    /// there before their CRC is checked. Longer ULPDU_Length → Terminate. Default 65535
+    /// Largest ULPDU we accept. Sizes the receive staging buffer: FPDUs that straddle TCP
+    /// segments or contain markers are gathered there before their CRC is checked (lent
+    /// by a [`crate::MpaPool`] while an FPDU is incomplete, or without a pool allocated by
+    /// the connection the first time). Longer ULPDU_Length → Terminate. Default 65535
     /// (any legal FPDU): about 64 KiB per connection; deployments that know the peers'
     /// FPDUs fit one MSS can set e.g. 9216 to save memory.
     pub rx_ulpdu_max_bytes: usize,

@@ -8,6 +8,7 @@ use iwarp_types::{Instant, TermCode};
 use crate::config::MpaConfig;
 use crate::event::{FailReason, Failure, MpaEvent, Negotiated};
 use crate::handshake::{Handshake, MpaApiError, MpaState, Role};
+use crate::pool::MpaPool;
 use crate::rx::{Deframer, UlpduSink};
 use crate::tx::{PushError, TxQueue, UlpduSource};
 
@@ -15,7 +16,9 @@ use crate::tx::{PushError, TxQueue, UlpduSource};
 /// errors one).
 const EVENTS_MAX: usize = 8;
 
-/// The bounded event queue.
+/// The bounded event queue. Events come from the start-up phase and from failures only,
+/// so its storage is allocated by the first event and freed when it is drained: an
+/// established connection without a failure holds none.
 pub(crate) struct Events {
     q: VecDeque<MpaEvent>,
     dropped: u64,
@@ -24,7 +27,7 @@ pub(crate) struct Events {
 impl Events {
     fn new() -> Events {
         Events {
-            q: VecDeque::with_capacity(EVENTS_MAX),
+            q: VecDeque::new(),
             dropped: 0,
         }
     }
@@ -35,6 +38,18 @@ impl Events {
         } else {
             self.dropped += 1;
         }
+    }
+
+    fn pop(&mut self) -> Option<MpaEvent> {
+        let e = self.q.pop_front();
+        if e.is_none() && self.q.capacity() > 0 {
+            self.q = VecDeque::new();
+        }
+        e
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.q.capacity() * core::mem::size_of::<MpaEvent>()
     }
 }
 
@@ -121,9 +136,61 @@ impl<D> MpaConn<D> {
         Ok(())
     }
 
-    /// The next event.
+    /// The next event. `None` also frees the event queue's storage (events are rare:
+    /// start-up and failures).
     pub fn poll_event(&mut self) -> Option<MpaEvent> {
-        self.events.q.pop_front()
+        self.events.pop()
+    }
+
+    /// Heap bytes the connection holds: start-up buffers until the handshake is over,
+    /// our Request/Reply frame until acknowledged, the event queue while events wait,
+    /// and the FPDU ring, receive staging and transmit scratch buffers while held (lent
+    /// by an [`MpaPool`] or, without one, allocated on first use). Zero for an idle
+    /// established connection using a pool.
+    pub fn heap_bytes(&self) -> usize {
+        self.hs.heap_bytes()
+            + self.tx.heap_bytes()
+            + self.rx.as_ref().map_or(0, Deframer::heap_bytes)
+            + self.events.heap_bytes()
+    }
+
+    /// Makes sure the FPDU ring has storage, borrowing it from `pool` if it has none
+    /// (call before taking a ULPDU from the QP). False if the pool is exhausted: nothing
+    /// can be queued until a ring comes back ([`MpaPool::rings_available`]).
+    pub fn take_tx_ring(&mut self, pool: &mut MpaPool<D>) -> bool {
+        self.tx.take_ring(pool)
+    }
+
+    /// True if the FPDU ring holds storage for another FPDU (without growing).
+    pub fn has_tx_ring(&self) -> bool {
+        self.tx.has_ring()
+    }
+
+    /// [`MpaConn::released`], then gives the ring back to `pool` if every FPDU is
+    /// released. Returns true if a ring went back.
+    pub fn released_pooled(
+        &mut self,
+        acked_offset: u64,
+        f: impl FnMut(D),
+        pool: &mut MpaPool<D>,
+    ) -> bool {
+        self.tx.released(acked_offset, f);
+        self.tx.give_ring(pool, false)
+    }
+
+    /// Gives the FPDU ring back to `pool` if it is lent and empty (nothing queued or
+    /// unacknowledged). Returns true if it went back.
+    pub fn return_tx_ring(&mut self, pool: &mut MpaPool<D>) -> bool {
+        self.tx.give_ring(pool, false)
+    }
+
+    /// Gives everything lent by `pool` back (the connection is going away; queued
+    /// descriptors are dropped).
+    pub fn return_storage(&mut self, pool: &mut MpaPool<D>) {
+        self.tx.give_ring(pool, true);
+        if let Some(rx) = self.rx.as_mut() {
+            rx.give_staging(pool);
+        }
     }
 
     /// When `handle_timeout` must be called (handshake deadline), if any.
@@ -208,14 +275,50 @@ impl<D> MpaConn<D> {
         self.tx.released(acked_offset, f);
     }
 
-    /// The transmit adapter TCP reads records from.
+    /// The transmit adapter TCP reads records from. A split FPDU is rendered in a
+    /// scratch buffer the connection allocates the first time (see [`MpaConn::tx_pooled`]).
     pub fn tx<'a, S: UlpduSource<D>>(&'a mut self, src: &'a mut S) -> MpaTx<'a, D, S> {
-        MpaTx { conn: self, src }
+        MpaTx {
+            conn: self,
+            src,
+            scratch: None,
+        }
     }
 
-    /// The receive adapter TCP delivers in-order octets to.
+    /// The transmit adapter, rendering split FPDUs in `pool`'s shared scratch buffer.
+    pub fn tx_pooled<'a, S: UlpduSource<D>>(
+        &'a mut self,
+        src: &'a mut S,
+        pool: &'a mut MpaPool<D>,
+    ) -> MpaTx<'a, D, S> {
+        MpaTx {
+            conn: self,
+            src,
+            scratch: Some(pool.scratch()),
+        }
+    }
+
+    /// The receive adapter TCP delivers in-order octets to. Straddling FPDUs are staged
+    /// in a buffer the connection allocates the first time (see [`MpaConn::rx_pooled`]).
     pub fn rx<'a, K: UlpduSink>(&'a mut self, sink: &'a mut K) -> MpaRx<'a, D, K> {
-        MpaRx { conn: self, sink }
+        MpaRx {
+            conn: self,
+            sink,
+            pool: None,
+        }
+    }
+
+    /// The receive adapter, staging straddling FPDUs in buffers lent by `pool`.
+    pub fn rx_pooled<'a, K: UlpduSink>(
+        &'a mut self,
+        sink: &'a mut K,
+        pool: &'a mut MpaPool<D>,
+    ) -> MpaRx<'a, D, K> {
+        MpaRx {
+            conn: self,
+            sink,
+            pool: Some(pool),
+        }
     }
 
     /// Stream offset one past the last octet TCP may send (`TxSource::end_offset`).
@@ -236,12 +339,25 @@ impl<D> MpaConn<D> {
 
     /// `TxSource::fill`.
     pub fn fill<S: UlpduSource<D>>(&mut self, offset: u64, buf: &mut [u8], src: &mut S) {
-        self.tx.fill(offset, buf, src);
+        self.tx.fill(offset, buf, src, None);
     }
 
     /// `RxSink::deliver`: in-order octets at stream `offset`. Always consumes everything
     /// (after a failure or a reject the octets are dropped and counted).
     pub fn deliver<K: UlpduSink>(&mut self, offset: u64, data: &[u8], sink: &mut K) -> usize {
+        self.deliver_with(offset, data, sink, None)
+    }
+
+    /// `deliver`, staging straddling FPDUs in buffers lent by `pool`. Consumes
+    /// everything, except when a staging buffer is needed and the pool has none: then
+    /// the octets from that FPDU's start on are left (TCP does not acknowledge them).
+    fn deliver_with<K: UlpduSink>(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        sink: &mut K,
+        mut pool: Option<&mut MpaPool<D>>,
+    ) -> usize {
         let total = data.len();
         let mut data = data;
         if offset > self.rx_next {
@@ -279,11 +395,21 @@ impl<D> MpaConn<D> {
                 }
                 MpaState::Established => {
                     let Some(rx) = self.rx.as_mut() else { break };
-                    let r = rx.deliver(at, data, sink);
-                    self.rx_next += data.len() as u64;
+                    let staging = pool
+                        .as_deref_mut()
+                        .map(|p| p as &mut dyn crate::rx::StagingSource);
+                    let r = rx.deliver(at, data, sink, staging);
                     if rx.counters.fpdus > 0 {
                         self.tx.open_gate();
                     }
+                    if let Ok(n) = r {
+                        if n < data.len() {
+                            // Waiting for a staging buffer: the rest is not consumed.
+                            self.rx_next += n as u64;
+                            return total - (data.len() - n);
+                        }
+                    }
+                    self.rx_next += data.len() as u64;
                     data = &[];
                     if let Err(f) = r {
                         // A failed first FPDU was still received: the Terminate that answers
@@ -306,9 +432,10 @@ impl<D> MpaConn<D> {
         self.events.push(MpaEvent::Failed(Failure { reason, term }));
     }
 
-    /// Moves what the handshake produced into the transmit stream and sets up FPDU mode.
+    /// Moves what the handshake produced into the transmit stream and sets up FPDU mode;
+    /// frees the start-up buffers once the exchange is over.
     fn sync(&mut self) {
-        let frame = self.hs.tx_frame();
+        let frame = self.hs.take_tx_frame();
         if !frame.is_empty() {
             self.tx.set_frame(frame);
         }
@@ -327,6 +454,7 @@ impl<D> MpaConn<D> {
                 }
             }
         }
+        self.hs.release_startup();
     }
 }
 
@@ -335,6 +463,7 @@ impl<D> MpaConn<D> {
 pub struct MpaTx<'a, D, S> {
     conn: &'a mut MpaConn<D>,
     src: &'a mut S,
+    scratch: Option<&'a mut Vec<u8>>,
 }
 
 impl<D, S: UlpduSource<D>> MpaTx<'_, D, S> {
@@ -352,7 +481,8 @@ impl<D, S: UlpduSource<D>> MpaTx<'_, D, S> {
     /// Writes exactly `buf.len()` stream octets from `offset` (first transmission or
     /// retransmission alike).
     pub fn fill(&mut self, offset: u64, buf: &mut [u8]) {
-        self.conn.fill(offset, buf, self.src);
+        let scratch = self.scratch.as_deref_mut();
+        self.conn.tx.fill(offset, buf, self.src, scratch);
     }
 }
 
@@ -360,11 +490,14 @@ impl<D, S: UlpduSource<D>> MpaTx<'_, D, S> {
 pub struct MpaRx<'a, D, K> {
     conn: &'a mut MpaConn<D>,
     sink: &'a mut K,
+    pool: Option<&'a mut MpaPool<D>>,
 }
 
 impl<D, K: UlpduSink> MpaRx<'_, D, K> {
-    /// In-order octets at stream `offset`; returns the number consumed (always all).
+    /// In-order octets at stream `offset`; returns the number consumed (all of them,
+    /// unless a pool was given and had no staging buffer for a straddling FPDU).
     pub fn deliver(&mut self, offset: u64, data: &[u8]) -> usize {
-        self.conn.deliver(offset, data, self.sink)
+        let pool = self.pool.as_deref_mut();
+        self.conn.deliver_with(offset, data, self.sink, pool)
     }
 }

@@ -96,18 +96,29 @@ struct Received {
     rtr: Option<RtrType>,
 }
 
+/// What the start-up phase needs and the rest of the connection's life does not: the
+/// peer's frame being gathered, our frame being built, the Request awaiting an answer.
+/// Boxed, and freed once the exchange is over (an established connection keeps only the
+/// [`Negotiated`] parameters).
+struct Startup {
+    rx_buf: [u8; FRAME_MAX_LEN],
+    rx_got: usize,
+    tx_frame: [u8; FRAME_MAX_LEN],
+    tx_len: usize,
+    received: Option<Received>,
+}
+
 /// The start-up state machine of one connection.
 pub(crate) struct Handshake {
     cfg: MpaConfig,
     role: Role,
     state: MpaState,
     deadline: Option<Instant>,
-    rx_buf: [u8; FRAME_MAX_LEN],
-    rx_got: usize,
-    tx_frame: [u8; FRAME_MAX_LEN],
-    tx_len: usize,
+    /// `None` once the exchange is over ([`Handshake::release_startup`]).
+    startup: Option<Box<Startup>>,
+    /// The Reply carried C (responder), kept past the start-up buffers.
+    reply_crc: bool,
     sent: Sent,
-    received: Option<Received>,
     negotiated: Option<Negotiated>,
     /// After a failure found in a valid Reply, FPDU mode is set up anyway so that the
     /// engine can send the Terminate.
@@ -152,7 +163,10 @@ impl Handshake {
             markers: repr.markers,
             enhanced,
         };
-        h.emit(&repr);
+        if let Some(mut st) = h.startup.take() {
+            h.emit(&mut st, &repr);
+            h.startup = Some(st);
+        }
         Ok(h)
     }
 
@@ -167,16 +181,19 @@ impl Handshake {
             role,
             state,
             deadline: Some(now + cfg.handshake_timeout),
-            rx_buf: [0; FRAME_MAX_LEN],
-            rx_got: 0,
-            tx_frame: [0; FRAME_MAX_LEN],
-            tx_len: 0,
+            startup: Some(Box::new(Startup {
+                rx_buf: [0; FRAME_MAX_LEN],
+                rx_got: 0,
+                tx_frame: [0; FRAME_MAX_LEN],
+                tx_len: 0,
+                received: None,
+            })),
+            reply_crc: false,
             sent: Sent {
                 crc: false,
                 markers: false,
                 enhanced: None,
             },
-            received: None,
             negotiated: None,
             terminate_possible: false,
         }
@@ -189,10 +206,32 @@ impl Handshake {
         Ok(())
     }
 
-    fn emit(&mut self, repr: &FrameRepr<'_>) {
+    fn emit(&mut self, st: &mut Startup, repr: &FrameRepr<'_>) {
         let n = repr.buffer_len();
-        repr.emit(&mut Frame::new_unchecked(&mut self.tx_frame[..n]));
-        self.tx_len = n;
+        repr.emit(&mut Frame::new_unchecked(&mut st.tx_frame[..n]));
+        st.tx_len = n;
+        self.reply_crc = st.tx_frame[16] & iwarp_wire::mpa::FLAG_CRC != 0;
+    }
+
+    /// Frees the start-up buffers once nothing more can be received or built (the
+    /// exchange ended: established, rejected, failed) and our frame was taken.
+    pub(crate) fn release_startup(&mut self) {
+        let over = !matches!(
+            self.state,
+            MpaState::AwaitReply | MpaState::AwaitRequest | MpaState::RequestPending
+        );
+        if over && self.startup.as_ref().is_some_and(|s| s.tx_len == 0) {
+            self.startup = None;
+        }
+    }
+
+    /// Heap bytes held (the start-up buffers until the exchange is over).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        if self.startup.is_some() {
+            core::mem::size_of::<Startup>()
+        } else {
+            0
+        }
     }
 
     pub(crate) fn role(&self) -> Role {
@@ -203,9 +242,16 @@ impl Handshake {
         self.state
     }
 
-    /// Our Request/Reply frame (empty until there is one).
-    pub(crate) fn tx_frame(&self) -> &[u8] {
-        &self.tx_frame[..self.tx_len]
+    /// Takes our Request/Reply frame (empty until there is one, and once taken).
+    pub(crate) fn take_tx_frame(&mut self) -> Vec<u8> {
+        match self.startup.as_mut() {
+            Some(st) if st.tx_len > 0 => {
+                let f = st.tx_frame[..st.tx_len].to_vec();
+                st.tx_len = 0;
+                f
+            }
+            _ => Vec::new(),
+        }
     }
 
     pub(crate) fn negotiated(&self) -> Option<&Negotiated> {
@@ -239,11 +285,11 @@ impl Handshake {
     }
 
     /// Length of the peer's frame once its header is in, else `None`.
-    fn rx_frame_len(&self) -> Option<usize> {
-        if self.rx_got < FRAME_HEADER_LEN {
+    fn rx_frame_len(st: &Startup) -> Option<usize> {
+        if st.rx_got < FRAME_HEADER_LEN {
             return None;
         }
-        let pd = u16::from_be_bytes([self.rx_buf[18], self.rx_buf[19]]) as usize;
+        let pd = u16::from_be_bytes([st.rx_buf[18], st.rx_buf[19]]) as usize;
         Some(FRAME_HEADER_LEN + pd.min(PRIVATE_DATA_MAX))
     }
 
@@ -253,40 +299,56 @@ impl Handshake {
         if !matches!(self.state, MpaState::AwaitReply | MpaState::AwaitRequest) {
             return 0;
         }
+        let Some(mut st) = self.startup.take() else {
+            return 0;
+        };
+        let used = self.feed_into(&mut st, data, events);
+        if self.startup.is_none() {
+            self.startup = Some(st);
+        }
+        used
+    }
+
+    fn feed_into(
+        &mut self,
+        st: &mut Startup,
+        data: &[u8],
+        events: &mut crate::conn::Events,
+    ) -> usize {
         let mut used = 0;
-        if self.rx_got < FRAME_HEADER_LEN {
-            let n = (FRAME_HEADER_LEN - self.rx_got).min(data.len());
-            self.rx_buf[self.rx_got..self.rx_got + n].copy_from_slice(&data[..n]);
-            self.rx_got += n;
+        if st.rx_got < FRAME_HEADER_LEN {
+            let n = (FRAME_HEADER_LEN - st.rx_got).min(data.len());
+            st.rx_buf[st.rx_got..st.rx_got + n].copy_from_slice(&data[..n]);
+            st.rx_got += n;
             used += n;
-            if self.rx_got < FRAME_HEADER_LEN {
+            if st.rx_got < FRAME_HEADER_LEN {
                 return used;
             }
-            if let Err(r) = self.check_header() {
+            if let Err(r) = self.check_header(st) {
                 self.state = MpaState::Failed;
                 self.deadline = None;
                 fail(events, r, Some(TermCode::LLP_INVALID_REQ_RESP));
                 return used;
             }
         }
-        let total = self.rx_frame_len().unwrap_or(FRAME_HEADER_LEN);
-        let n = (total - self.rx_got).min(data.len() - used);
-        self.rx_buf[self.rx_got..self.rx_got + n].copy_from_slice(&data[used..used + n]);
-        self.rx_got += n;
+        let total = Self::rx_frame_len(st).unwrap_or(FRAME_HEADER_LEN);
+        let n = (total - st.rx_got).min(data.len() - used);
+        st.rx_buf[st.rx_got..st.rx_got + n].copy_from_slice(&data[used..used + n]);
+        st.rx_got += n;
         used += n;
-        if self.rx_got == total {
+        if st.rx_got == total {
             self.deadline = None;
             match self.role {
-                Role::Initiator => self.on_reply(events),
-                Role::Responder => self.on_request(events),
+                Role::Initiator => self.on_reply(st, events),
+                Role::Responder => self.on_request(st, events),
             }
         }
         used
     }
 
     /// Checks what the 20-octet header alone can tell: key, revision, PD_Length.
-    fn check_header(&self) -> Result<(), FailReason> {
-        let f = Frame::new_unchecked(&self.rx_buf[..FRAME_HEADER_LEN]);
+    fn check_header(&self, st: &Startup) -> Result<(), FailReason> {
+        let f = Frame::new_unchecked(&st.rx_buf[..FRAME_HEADER_LEN]);
         let want = match self.role {
             Role::Initiator => FrameKind::Reply,
             Role::Responder => FrameKind::Request,
@@ -306,16 +368,16 @@ impl Handshake {
         Ok(())
     }
 
-    fn parse_rx(&self) -> Result<FrameRepr<'_>, FailReason> {
-        let f = Frame::new_unchecked(&self.rx_buf[..self.rx_got]);
+    fn parse_rx(st: &Startup) -> Result<FrameRepr<'_>, FailReason> {
+        let f = Frame::new_unchecked(&st.rx_buf[..st.rx_got]);
         FrameRepr::parse(&f).map_err(|e| match e {
             WireError::Truncated => FailReason::PrivateDataTooLong,
             WireError::Malformed => FailReason::MissingEnhancedData,
         })
     }
 
-    fn on_reply(&mut self, events: &mut crate::conn::Events) {
-        let repr = match self.parse_rx() {
+    fn on_reply(&mut self, st: &Startup, events: &mut crate::conn::Events) {
+        let repr = match Self::parse_rx(st) {
             Ok(r) => r,
             Err(reason) => {
                 self.state = MpaState::Failed;
@@ -401,8 +463,8 @@ impl Handshake {
         }
     }
 
-    fn on_request(&mut self, events: &mut crate::conn::Events) {
-        let repr = match self.parse_rx() {
+    fn on_request(&mut self, st: &mut Startup, events: &mut crate::conn::Events) {
+        let repr = match Self::parse_rx(st) {
             Ok(r) => r,
             Err(reason) => {
                 self.state = MpaState::Failed;
@@ -451,10 +513,10 @@ impl Handshake {
             rec.p2p = reply_enhanced && enh.p2p;
             None
         };
-        self.received = Some(rec);
+        st.received = Some(rec);
         match refusal {
             Some((reason, term)) => {
-                self.send_reply(true, &[], 0, 0);
+                self.send_reply(st, true, &[], 0, 0);
                 self.state = MpaState::Failed;
                 fail(events, reason, term);
             }
@@ -466,8 +528,15 @@ impl Handshake {
     }
 
     /// Builds our Reply. The caller checked the state.
-    fn send_reply(&mut self, reject: bool, private_data: &[u8], ird: u16, ord: u16) {
-        let Some(rec) = self.received else { return };
+    fn send_reply(
+        &mut self,
+        st: &mut Startup,
+        reject: bool,
+        private_data: &[u8],
+        ird: u16,
+        ord: u16,
+    ) {
+        let Some(rec) = st.received else { return };
         let enhanced = rec.reply_enhanced.then(|| EnhancedData {
             ird: ird & IRD_ORD_MASK,
             ord: ord & IRD_ORD_MASK,
@@ -488,11 +557,11 @@ impl Handshake {
             enhanced,
             private_data,
         };
-        self.emit(&repr);
+        self.emit(st, &repr);
     }
 
-    fn reply_pd_room(&self) -> usize {
-        let extra = match self.received {
+    fn reply_pd_room(&self, st: &Startup) -> usize {
+        let extra = match st.received {
             Some(r) if r.reply_enhanced => ENHANCED_LEN,
             _ => 0,
         };
@@ -510,10 +579,26 @@ impl Handshake {
         if self.state != MpaState::RequestPending {
             return Err(MpaApiError::InvalidState);
         }
-        if private_data.len() > self.reply_pd_room() {
+        let Some(mut st) = self.startup.take() else {
+            return Err(MpaApiError::InvalidState);
+        };
+        let r = self.accept_with(&mut st, private_data, ird, ord, events);
+        self.startup = Some(st);
+        r
+    }
+
+    fn accept_with(
+        &mut self,
+        st: &mut Startup,
+        private_data: &[u8],
+        ird: u16,
+        ord: u16,
+        events: &mut crate::conn::Events,
+    ) -> Result<(), MpaApiError> {
+        if private_data.len() > self.reply_pd_room(st) {
             return Err(MpaApiError::PrivateDataTooLong);
         }
-        let Some(rec) = self.received else {
+        let Some(rec) = st.received else {
             return Err(MpaApiError::InvalidState);
         };
         let ird = ird & IRD_ORD_MASK;
@@ -522,10 +607,10 @@ impl Handshake {
         } else {
             ord
         };
-        self.send_reply(false, private_data, ird, ord);
+        self.send_reply(st, false, private_data, ird, ord);
         let n = Negotiated {
             revision: rec.reply_revision,
-            crc: self.tx_frame[16] & iwarp_wire::mpa::FLAG_CRC != 0,
+            crc: self.reply_crc,
             markers_tx: rec.info.markers,
             markers_rx: self.cfg.markers == MarkerPolicy::Request,
             ird,
@@ -546,11 +631,18 @@ impl Handshake {
         if self.state != MpaState::RequestPending {
             return Err(MpaApiError::InvalidState);
         }
-        if private_data.len() > self.reply_pd_room() {
+        let Some(mut st) = self.startup.take() else {
+            return Err(MpaApiError::InvalidState);
+        };
+        let room = self.reply_pd_room(&st);
+        if private_data.len() <= room {
+            self.send_reply(&mut st, true, private_data, 0, 0);
+            self.state = MpaState::Rejected;
+        }
+        self.startup = Some(st);
+        if private_data.len() > room {
             return Err(MpaApiError::PrivateDataTooLong);
         }
-        self.send_reply(true, private_data, 0, 0);
-        self.state = MpaState::Rejected;
         Ok(())
     }
 

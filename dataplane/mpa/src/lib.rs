@@ -11,7 +11,13 @@
 //!   [`UlpduSource`], and [`MpaConn::released`] hands descriptors back once TCP has them
 //!   acknowledged;
 //! - receive: TCP delivers in-order octets through [`MpaConn::rx`] (`deliver`); each
-//!   complete, CRC-verified ULPDU goes to a [`UlpduSink`].
+//!   complete, CRC-verified ULPDU goes to a [`UlpduSink`];
+//! - memory: with an [`MpaPool`] per engine ([`MpaConn::rx_pooled`],
+//!   [`MpaConn::tx_pooled`], [`MpaConn::take_tx_ring`], [`MpaConn::released_pooled`],
+//!   [`MpaConn::return_storage`]) the FPDU ring, the receive staging buffer and the
+//!   transmit scratch buffer are lent only while used, and the start-up buffers and event
+//!   queue are freed once established: an idle established connection holds no heap
+//!   ([`MpaConn::heap_bytes`]).
 //!
 //! `iwarp-mpa` does not depend on `iwarp-tcp` (ENGINE.md: they meet in `iwarp-proto`), so
 //! [`MpaTx`] and [`MpaRx`] expose the `TxSource`/`RxSink` methods as inherent methods with
@@ -23,6 +29,7 @@ pub mod config;
 pub mod conn;
 pub mod event;
 pub mod handshake;
+pub mod pool;
 pub mod rx;
 pub mod tx;
 
@@ -31,6 +38,7 @@ pub use conn::{MpaConn, MpaCounters, MpaRx, MpaTx};
 pub use event::{FailReason, Failure, MpaEvent, Negotiated, PrivateData, RequestInfo};
 pub use handshake::{MpaApiError, MpaState, Role};
 pub use iwarp_wire::mpa::{RtrSet, RtrType};
+pub use pool::{MpaPool, PoolCounters, PoolLimits};
 pub use rx::{RxCounters, UlpduSink, MIN_ULPDU_LEN};
 pub use tx::{PushError, UlpduSource};
 

@@ -4,8 +4,12 @@
 //! CRC is in use). When a whole FPDU lies inside one delivered slice and no marker falls
 //! inside it, the CRC is checked over the slice and the ULPDU is handed on as a sub-slice
 //! (no copy). Otherwise its octets (markers removed) are gathered in a staging buffer
-//! allocated once when FPDU mode starts, sized for the largest ULPDU we accept
-//! (`MpaConfig::rx_ulpdu_max_bytes`), while the CRC runs over the wire octets.
+//! sized for the largest ULPDU we accept (`MpaConfig::rx_ulpdu_max_bytes`), while the CRC
+//! runs over the wire octets. The staging buffer is borrowed from the engine's
+//! [`crate::MpaPool`] for the time the FPDU is incomplete and given back when it is
+//! complete; if the pool is exhausted, the octets from the FPDU's start on are left
+//! unconsumed (TCP does not acknowledge them and the peer sends them again). Without a
+//! pool the deframer allocates its own buffer the first time it needs one and keeps it.
 //!
 //! Errors (each counted, then the deframer drops everything that follows):
 //! - CRC mismatch → `LLP_CRC` (0x2002);
@@ -51,8 +55,11 @@ pub(crate) struct Deframer {
     crc: bool,
     markers: Option<MarkerLayout>,
     ulpdu_max: usize,
-    /// Content octets (ULPDU_Length .. CRC, markers removed) of the current FPDU.
+    /// Content octets (ULPDU_Length .. CRC, markers removed) of the current FPDU; empty
+    /// while no FPDU is being gathered and no own buffer was allocated.
     staging: Vec<u8>,
+    /// `staging` is lent by a pool (and goes back when the FPDU is complete).
+    staging_pooled: bool,
     /// Content octets received of the current FPDU (0: at an FPDU boundary).
     got: usize,
     /// Content length of the current FPDU once its header is in (0: not yet).
@@ -65,6 +72,24 @@ pub(crate) struct Deframer {
     marker_pos: u64,
     failed: bool,
     pub(crate) counters: RxCounters,
+}
+
+/// Where staging buffers come from: the engine's pool ([`crate::MpaPool`]).
+pub(crate) trait StagingSource {
+    /// A buffer of one largest FPDU, or `None` if none is free.
+    fn take_staging(&mut self) -> Option<Vec<u8>>;
+    /// Gives a buffer back.
+    fn put_staging(&mut self, buf: Vec<u8>);
+}
+
+impl<D> StagingSource for crate::MpaPool<D> {
+    fn take_staging(&mut self) -> Option<Vec<u8>> {
+        crate::MpaPool::take_staging(self)
+    }
+
+    fn put_staging(&mut self, buf: Vec<u8>) {
+        crate::MpaPool::put_staging(self, buf)
+    }
 }
 
 fn failure(reason: FailReason, term: TermCode) -> Failure {
@@ -81,7 +106,8 @@ impl Deframer {
             crc,
             markers: markers.then(|| MarkerLayout::new(base)),
             ulpdu_max,
-            staging: vec![0; fpdu_len(ulpdu_max)],
+            staging: Vec::new(),
+            staging_pooled: false,
             got: 0,
             content_len: 0,
             hdr_pos: 0,
@@ -109,25 +135,73 @@ impl Deframer {
         Ok(fpdu_len(ulen))
     }
 
+    /// Heap bytes held (the staging buffer, own or lent).
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.staging.capacity()
+    }
+
+    /// Gives a lent staging buffer back (the connection is going away).
+    pub(crate) fn give_staging(&mut self, pool: &mut dyn StagingSource) {
+        if self.staging_pooled {
+            self.staging_pooled = false;
+            pool.put_staging(core::mem::take(&mut self.staging));
+        }
+    }
+
     /// Processes `data` at stream offset `offset` (contiguous with what came before).
-    /// Returns the first failure; after it everything is dropped.
+    /// Returns the octets consumed (all of them unless a staging buffer was needed and
+    /// `pool` had none: then up to the start of the FPDU that needs it), or the first
+    /// failure; after a failure everything is dropped.
     pub(crate) fn deliver<K: UlpduSink>(
         &mut self,
         offset: u64,
         data: &[u8],
         sink: &mut K,
-    ) -> Result<(), Failure> {
+        mut pool: Option<&mut dyn StagingSource>,
+    ) -> Result<usize, Failure> {
         if self.failed {
-            return Ok(());
+            return Ok(data.len());
         }
-        let r = self.run(offset, data, sink);
+        let r = self.run(offset, data, sink, &mut pool);
         if r.is_err() {
             self.failed = true;
+            if let Some(p) = pool {
+                self.give_staging(p);
+            }
         }
         r
     }
 
-    fn run<K: UlpduSink>(&mut self, offset: u64, data: &[u8], sink: &mut K) -> Result<(), Failure> {
+    /// Makes sure a staging buffer is held; false if the pool has none.
+    fn stage(&mut self, pool: &mut Option<&mut dyn StagingSource>) -> bool {
+        let need = fpdu_len(self.ulpdu_max);
+        if self.staging.len() >= need {
+            return true;
+        }
+        match pool {
+            Some(p) if self.staging.is_empty() => match p.take_staging() {
+                Some(buf) => {
+                    self.staging = buf;
+                    self.staging_pooled = true;
+                }
+                None => return false,
+            },
+            _ => {}
+        }
+        if self.staging.len() < need {
+            // Own buffer (no pool), or a lent one smaller than configured.
+            self.staging.resize(need, 0);
+        }
+        true
+    }
+
+    fn run<K: UlpduSink>(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        sink: &mut K,
+        pool: &mut Option<&mut dyn StagingSource>,
+    ) -> Result<usize, Failure> {
         let mut i = 0usize;
         while i < data.len() {
             let pos = offset + i as u64;
@@ -141,6 +215,10 @@ impl Deframer {
                 if let Some(n) = self.try_whole(pos, &data[i..], sink)? {
                     i += n;
                     continue;
+                }
+                if !self.stage(pool) {
+                    // No staging buffer: leave this FPDU for the peer to send again.
+                    return Ok(i);
                 }
                 self.hdr_pos = pos;
                 self.crc_acc = 0;
@@ -172,10 +250,15 @@ impl Deframer {
                 self.content_len = self.check_len(ulen)?;
             }
             if self.content_len != 0 && self.got == self.content_len {
-                self.complete(sink)?;
+                let r = self.complete(sink);
+                if let (true, Some(p)) = (self.staging_pooled, pool.as_deref_mut()) {
+                    self.staging_pooled = false;
+                    p.put_staging(core::mem::take(&mut self.staging));
+                }
+                r?;
             }
         }
-        Ok(())
+        Ok(data.len())
     }
 
     /// Collects marker octets at `pos`; checks a complete marker. Returns octets used.

@@ -3,6 +3,7 @@
 
 mod fpdu;
 mod handshake;
+mod pool;
 
 use std::collections::HashMap;
 

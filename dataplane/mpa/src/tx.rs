@@ -5,8 +5,14 @@
 //! bytes are produced by [`UlpduSource::fill_ulpdu`] each time TCP asks (first
 //! transmission and retransmissions). When TCP asks for a whole FPDU, it is written
 //! straight into TCP's buffer (markers are opened up in place); when TCP asks for part
-//! of one (the MSS shrank and TCP split it), the FPDU is rendered in a scratch buffer
-//! allocated once when FPDU mode starts, and the part is copied.
+//! of one (the MSS shrank and TCP split it), the FPDU is rendered in a scratch buffer and
+//! the part is copied: the engine's shared one ([`crate::MpaPool`]), or one the connection
+//! allocates the first time it needs it when no pool is used.
+//!
+//! Memory: the ring starts without storage. With a pool it is lent by the pool while
+//! FPDUs are queued or unacknowledged and given back when the last one is released; without
+//! one it grows on demand up to `tx_queue_len` entries. Our Request/Reply frame is freed
+//! once TCP has it acknowledged.
 
 use std::cell::Cell;
 use std::collections::VecDeque;
@@ -45,7 +51,7 @@ impl<D> PushError<D> {
 
 /// One queued FPDU.
 #[derive(Debug)]
-struct Entry<D> {
+pub(crate) struct Entry<D> {
     desc: D,
     /// Stream offset of its first octet (a leading marker included).
     start: u64,
@@ -62,9 +68,12 @@ impl<D> Entry<D> {
 
 /// Our transmit stream.
 pub(crate) struct TxQueue<D> {
-    frame: [u8; FRAME_MAX_LEN],
+    /// Our Request/Reply frame until TCP has it acknowledged (then empty).
+    frame: Vec<u8>,
     frame_len: usize,
     ring: VecDeque<Entry<D>>,
+    /// `ring` is lent by a pool (and goes back when empty).
+    ring_pooled: bool,
     /// FPDUs released (popped from the ring's front) so far: ring position `i` is FPDU
     /// number `released + i`.
     released: u64,
@@ -77,13 +86,15 @@ pub(crate) struct TxQueue<D> {
     crc: bool,
     markers: Option<MarkerLayout>,
     ulpdu_max: usize,
+    /// The connection's own scratch buffer, allocated the first time an FPDU is split
+    /// without a shared one (see [`TxQueue::fill`]).
     scratch: Vec<u8>,
     /// FPDUs are held back (responder before its first received FPDU).
     gated: bool,
 }
 
 /// Largest wire length of an FPDU of `content` octets with markers.
-fn wire_bound(content: usize, markers: bool) -> usize {
+pub(crate) fn wire_bound(content: usize, markers: bool) -> usize {
     if markers {
         content + MARKER_LEN * (content / (MARKER_INTERVAL as usize - MARKER_LEN) + 2)
     } else {
@@ -94,9 +105,10 @@ fn wire_bound(content: usize, markers: bool) -> usize {
 impl<D> TxQueue<D> {
     pub(crate) fn new(cap: usize, ulpdu_max: usize) -> TxQueue<D> {
         TxQueue {
-            frame: [0; FRAME_MAX_LEN],
+            frame: Vec::new(),
             frame_len: 0,
-            ring: VecDeque::with_capacity(cap),
+            ring: VecDeque::new(),
+            ring_pooled: false,
             released: 0,
             hint: Cell::new(0),
             cap,
@@ -111,16 +123,16 @@ impl<D> TxQueue<D> {
     }
 
     /// Queues our Request/Reply frame: the first record of the stream.
-    pub(crate) fn set_frame(&mut self, frame: &[u8]) {
-        if self.frame_len != 0 || frame.len() > FRAME_MAX_LEN {
+    pub(crate) fn set_frame(&mut self, frame: Vec<u8>) {
+        if self.frame_len != 0 || frame.len() > FRAME_MAX_LEN || self.end != 0 {
             return;
         }
-        self.frame[..frame.len()].copy_from_slice(frame);
         self.frame_len = frame.len();
         self.end = frame.len() as u64;
+        self.frame = frame;
     }
 
-    /// Starts FPDU mode right after the frame. Allocates the scratch buffer.
+    /// Starts FPDU mode right after the frame.
     pub(crate) fn enter_fpdu_mode(&mut self, crc: bool, markers: bool, gated: bool) {
         if self.fpdu_mode {
             return;
@@ -129,7 +141,47 @@ impl<D> TxQueue<D> {
         self.crc = crc;
         self.gated = gated;
         self.markers = markers.then(|| MarkerLayout::new(self.frame_len as u64));
-        self.scratch = vec![0; wire_bound(fpdu_len(self.ulpdu_max), markers)];
+    }
+
+    /// Heap bytes held: the frame until acknowledged, the ring (own or lent) and the
+    /// connection's own scratch buffer.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        self.frame.capacity()
+            + self.ring.capacity() * core::mem::size_of::<Entry<D>>()
+            + self.scratch.capacity()
+    }
+
+    /// True if the ring has storage for at least one more FPDU without growing.
+    pub(crate) fn has_ring(&self) -> bool {
+        self.ring.capacity() > self.ring.len()
+    }
+
+    /// Makes sure the ring has storage, borrowing it from `pool` if it has none. False
+    /// if the pool is exhausted (nothing can be queued until a ring comes back).
+    pub(crate) fn take_ring(&mut self, pool: &mut crate::MpaPool<D>) -> bool {
+        if self.ring.capacity() > 0 {
+            return true;
+        }
+        match pool.take_ring() {
+            Some(r) => {
+                self.ring = r;
+                self.ring_pooled = true;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Gives a lent ring back to `pool` if it is empty (or unconditionally with `all`,
+    /// the connection is going away). True if a ring went back.
+    pub(crate) fn give_ring(&mut self, pool: &mut crate::MpaPool<D>, all: bool) -> bool {
+        if !self.ring_pooled || !(all || self.ring.is_empty()) {
+            return false;
+        }
+        self.released += self.ring.len() as u64;
+        self.ring_pooled = false;
+        pool.put_ring(core::mem::take(&mut self.ring));
+        true
     }
 
     /// Lets held-back FPDUs go.
@@ -174,6 +226,10 @@ impl<D> TxQueue<D> {
         if self.ring.len() >= self.cap {
             return Err(PushError::Full(desc));
         }
+        if self.ring_pooled && self.ring.len() == self.ring.capacity() {
+            // A lent ring never grows (it holds `cap` entries already).
+            return Err(PushError::Full(desc));
+        }
         let content = fpdu_len(ulpdu_len);
         let wire = match &self.markers {
             Some(l) => l.record_wire_len(self.end, content),
@@ -189,8 +245,12 @@ impl<D> TxQueue<D> {
         Ok(())
     }
 
-    /// Calls `f` for each FPDU whose last octet is below `acked_offset`, in order.
+    /// Calls `f` for each FPDU whose last octet is below `acked_offset`, in order. Frees
+    /// our Request/Reply frame once it is acknowledged.
     pub(crate) fn released(&mut self, acked_offset: u64, mut f: impl FnMut(D)) {
+        if !self.frame.is_empty() && acked_offset >= self.frame_len as u64 && self.fpdu_mode {
+            self.frame = Vec::new();
+        }
         while self.ring.front().is_some_and(|e| e.end() <= acked_offset) {
             if let Some(e) = self.ring.pop_front() {
                 self.released += 1;
@@ -263,22 +323,34 @@ impl<D> TxQueue<D> {
         n
     }
 
-    /// See `TxSource::fill`: writes `buf.len()` octets from `offset`.
+    /// See `TxSource::fill`: writes `buf.len()` octets from `offset`. Part of an FPDU is
+    /// rendered in `shared` (the engine's scratch buffer) if given, else in the
+    /// connection's own, allocated the first time.
     pub(crate) fn fill<S: crate::UlpduSource<D>>(
         &mut self,
         offset: u64,
         buf: &mut [u8],
         src: &mut S,
+        shared: Option<&mut Vec<u8>>,
     ) {
         let end = offset + buf.len() as u64;
         let mut pos = offset;
         let frame_end = self.frame_len as u64;
         if pos < frame_end {
             let n = (frame_end.min(end) - pos) as usize;
-            buf[..n].copy_from_slice(&self.frame[pos as usize..pos as usize + n]);
+            let out = &mut buf[..n];
+            match self.frame.get(pos as usize..pos as usize + n) {
+                Some(f) => out.copy_from_slice(f),
+                // Already acknowledged and freed: a caller bug; zeros, never panic.
+                None => out.fill(0),
+            }
             pos += n as u64;
         }
         let mut idx = self.find(pos);
+        let scratch = match shared {
+            Some(s) => s,
+            None => &mut self.scratch,
+        };
         while pos < end {
             let Some(e) = self.ring.get(idx) else {
                 // Beyond what was queued: a caller bug; answer zeros, never panic.
@@ -299,12 +371,13 @@ impl<D> TxQueue<D> {
                 render(e, out, src, self.crc, self.markers.as_ref());
             } else {
                 let wl = e.wire_len as usize;
-                let Some(scratch) = self.scratch.get_mut(..wl) else {
-                    out.fill(0);
-                    pos = b;
-                    idx += 1;
-                    continue;
-                };
+                if scratch.len() < wl {
+                    // First split of this connection (own buffer) or a shared buffer
+                    // smaller than configured: sized once for the largest FPDU.
+                    let most = wire_bound(fpdu_len(self.ulpdu_max), self.markers.is_some());
+                    scratch.resize(most.max(wl), 0);
+                }
+                let scratch = &mut scratch[..wl];
                 render(e, scratch, src, self.crc, self.markers.as_ref());
                 let from = (pos - rs) as usize;
                 out.copy_from_slice(&scratch[from..from + out.len()]);
@@ -355,7 +428,7 @@ mod tests {
     /// A queue in FPDU mode after a 10-octet frame, holding FPDUs of ULPDU lengths `lens`.
     fn queue(lens: &[usize]) -> TxQueue<u32> {
         let mut q = TxQueue::new(64, 1024);
-        q.set_frame(&[0xaa; 10]);
+        q.set_frame(vec![0xaa; 10]);
         q.enter_fpdu_mode(true, false, false);
         for (i, &l) in lens.iter().enumerate() {
             q.push(i as u32, l).unwrap();

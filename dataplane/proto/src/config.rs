@@ -30,21 +30,36 @@ pub const DEFAULT_MPA_TX_QUEUE_LEN: usize = 256;
 /// their MSS (Linux siw does), and 9216 covers a 9000-byte MTU. A peer sending longer
 /// FPDUs gets a Terminate; raise it (up to 65535) for such peers.
 pub const DEFAULT_MPA_RX_ULPDU_BYTES: usize = 9216;
+/// Default FPDU rings of the engine's MPA pool: connections with FPDUs queued or
+/// unacknowledged at once (more wait for a ring: their WRs stay on their QPs).
+pub const DEFAULT_MPA_POOL_RINGS: usize = 256;
+/// Default receive staging buffers of the engine's MPA pool: connections in the middle
+/// of an FPDU that straddles TCP segments (or carries markers) at once.
+pub const DEFAULT_MPA_POOL_STAGING: usize = 64;
 /// Per-connection bytes of the engine's own tables besides the `Conn` slot: demux map
-/// entry, live list, free list, ready and ARP-wait lists, timer heap.
-const TABLE_BYTES_PER_CONN: usize = 96;
-/// MPA's event queue holds this many events per connection (`iwarp-mpa` EVENTS_MAX).
+/// entry, live list, free list, ready, ARP-wait and pool-wait lists, timer heap.
+const TABLE_BYTES_PER_CONN: usize = 104;
+/// MPA's event queue holds this many events per connection (`iwarp-mpa` EVENTS_MAX),
+/// only while events wait (start-up, failures).
 const MPA_EVENTS_PER_CONN: usize = 8;
 
 /// Everything an [`crate::Engine`] needs; seeds included, so a run is reproducible.
 ///
-/// Memory per connection: see [`EngineConfig::conn_bytes_estimate`]. With the defaults
-/// a connection costs about 94 KB: 4.8 KB for its `Conn` slot and table entries, 48 KiB
-/// TCP out-of-order buffer, 4 KiB segment map, 0.8 KiB TCP range lists, 20 KiB FPDU ring
-/// (256 entries of 80 bytes), 4.2 KiB MPA event queue, 9.3 KiB MPA receive staging and
-/// 1.5 KiB transmit scratch: 10,000 connections of one core take about 0.88 GiB.
-/// `TcpConfig`'s and `MpaConfig`'s own defaults would cost about 454 KB per connection
-/// (4.2 GiB for 10,000).
+/// Memory per connection. An idle established connection holds only its `Conn` slot and
+/// table entries ([`EngineConfig::conn_slot_bytes`], about 1.9 KB, allocated for every
+/// slot of the table at start-up): TCP's loss-recovery storage is allocated on loss and
+/// released when idle, and MPA's buffers are lent by a per-engine pool only while used
+/// (an FPDU ring while FPDUs are unacknowledged, a receive staging buffer while an FPDU
+/// straddles segments, one transmit scratch buffer for the whole engine); MPA's start-up
+/// buffers and event queue are freed once the connection is established.
+/// 10,000 idle connections of one core take about 19 MB of engine memory.
+///
+/// A busy connection holds at most [`EngineConfig::conn_bytes_estimate`] (about 83 KB with
+/// the defaults: 48 KiB TCP out-of-order buffer, 4 KiB segment map, 0.8 KiB TCP range
+/// lists, 20 KiB FPDU ring of 256 entries of 80 bytes, 9.3 KiB staging buffer), and the
+/// whole engine at most [`EngineConfig::conns_bytes_max`]: the pool lends at most
+/// `mpa_pool_rings` rings and `mpa_pool_staging` staging buffers at once.
+/// `TcpConfig`'s and `MpaConfig`'s own defaults would cost about 450 KB per busy connection.
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     /// Our Ethernet address.
@@ -63,11 +78,20 @@ pub struct EngineConfig {
     /// per-connection buffers: `ooo_max_bytes` (out-of-order data) and
     /// `max_inflight_segments` (8 bytes each), allocated at open.
     pub tcp: TcpConfig,
-    /// MPA configuration (markers, CRC, RFC 6581 RTR, private data limits). Its
-    /// per-connection buffers: the FPDU ring (`tx_queue_len` entries, at open), the
-    /// receive staging buffer (`rx_ulpdu_max_bytes`) and the transmit scratch buffer
-    /// (`tx_ulpdu_max_bytes`, capped by the engine at the MSS), both when FPDU mode starts.
+    /// MPA configuration (markers, CRC, RFC 6581 RTR, private data limits). Its buffers
+    /// come from the engine's MPA pool while used: an FPDU ring (`tx_queue_len` entries)
+    /// while FPDUs are unacknowledged, a receive staging buffer (`rx_ulpdu_max_bytes`)
+    /// while an FPDU straddles segments, and one transmit scratch buffer for the engine
+    /// (`tx_ulpdu_max_bytes`, capped by the engine at the MSS).
     pub mpa: MpaConfig,
+    /// FPDU rings the MPA pool lends at once at most (1..=`max_conns` is useful; more is
+    /// allowed and never used): connections with FPDUs in flight. A connection finding
+    /// none waits (its WRs stay on the QP) until one comes back.
+    pub mpa_pool_rings: usize,
+    /// Receive staging buffers the MPA pool lends at once at most: connections in the
+    /// middle of a straddling FPDU. A connection finding none leaves that FPDU for the
+    /// peer to send again.
+    pub mpa_pool_staging: usize,
     /// Verbs object limits (QPs, CQs, MRs, queue depths, IRD/ORD). Its `seed` is replaced
     /// by `stag_seed`.
     pub rnic: RnicConfig,
@@ -135,6 +159,8 @@ impl Default for EngineConfig {
                 limits: RnicLimits::default(),
                 seed: 0,
             },
+            mpa_pool_rings: DEFAULT_MPA_POOL_RINGS,
+            mpa_pool_staging: DEFAULT_MPA_POOL_STAGING,
             max_conns: 64,
             max_listeners: 8,
             backlog_max: 16,
@@ -212,6 +238,21 @@ impl EngineConfig {
             "1..=2^20",
         )?;
         check(self.max_listeners > 0, "max_listeners", "must be positive")?;
+        check(
+            self.mpa_pool_rings > 0 && self.mpa_pool_rings <= 1 << 20,
+            "mpa_pool_rings",
+            "1..=2^20",
+        )?;
+        check(
+            self.mpa_pool_staging > 0 && self.mpa_pool_staging <= 1 << 20,
+            "mpa_pool_staging",
+            "1..=2^20",
+        )?;
+        check(
+            self.mpa.tx_queue_len > 0,
+            "mpa.tx_queue_len",
+            "must be positive",
+        )?;
         check(self.backlog_max > 0, "backlog_max", "must be positive")?;
         check(
             self.ephemeral_port_min > 0 && self.ephemeral_port_min <= self.ephemeral_port_max,
@@ -262,35 +303,68 @@ impl EngineConfig {
         self.mtu + ETH_HEADER_LEN
     }
 
-    /// Upper bound, in bytes, of what one connection costs once in FPDU mode: its slot in
-    /// the connection table (`size_of::<Conn>()`, preallocated for every slot), the
-    /// engine's per-connection table entries, TCP's out-of-order buffer, segment map and
-    /// range lists, MPA's FPDU ring, event queue, receive staging and transmit scratch
-    /// buffers (markers included when the peer may ask for them). The verbs objects
-    /// (QPs, CQs, MRs) are the application's and are not counted.
-    pub fn conn_bytes_estimate(&self) -> usize {
-        use core::mem::size_of;
-        let mss = self.mss_for_mtu().min(usize::from(self.tcp.mss_bytes));
-        let ulpdu_len_max = usize::from(u16::MAX);
-        let tx_ulpdu = self.mpa.tx_ulpdu_max_bytes.min(mss).min(ulpdu_len_max);
-        let rx_ulpdu = self.mpa.rx_ulpdu_max_bytes.min(ulpdu_len_max);
-        // Length field, pad and CRC, plus a marker every 512 octets and two more.
-        let fpdu = |ulpdu: usize| {
-            let content = ulpdu + 2 + 3 + 4;
-            content + 4 * (content / 508 + 2)
-        };
-        let slot = size_of::<Option<crate::conn::Conn>>() + 16 + TABLE_BYTES_PER_CONN;
-        let tcp = self.tcp.ooo_max_bytes
+    /// Bytes of one slot of the connection table, allocated for every slot at start-up:
+    /// `size_of::<Conn>()` plus the slot header and the engine's per-connection table
+    /// entries. All an idle established connection costs the engine (TCP and MPA hold no
+    /// heap then; the verbs objects are the application's and are not counted).
+    pub fn conn_slot_bytes(&self) -> usize {
+        core::mem::size_of::<Option<crate::conn::Conn>>() + 16 + TABLE_BYTES_PER_CONN
+    }
+
+    /// Bytes of one FPDU ring of the MPA pool: `tx_queue_len` entries of a descriptor, its
+    /// stream offset and two lengths.
+    pub fn mpa_ring_bytes(&self) -> usize {
+        self.mpa.tx_queue_len * (core::mem::size_of::<iwarp_rdma::TxUlpdu>() + 16)
+    }
+
+    /// Bytes of one receive staging buffer of the MPA pool (one largest inbound FPDU).
+    pub fn mpa_staging_bytes(&self) -> usize {
+        let rx_ulpdu = self.mpa.rx_ulpdu_max_bytes.min(usize::from(u16::MAX));
+        // Length field, pad and CRC (markers are removed before staging).
+        rx_ulpdu + 2 + 3 + 4
+    }
+
+    /// TCP's loss-recovery storage of one connection at most (out-of-order buffer and
+    /// its ranges, SACK scoreboard, in-flight segment map): held on loss only.
+    fn tcp_bytes_max(&self) -> usize {
+        self.tcp.ooo_max_bytes
             + 16 * self.tcp.ooo_max_ranges
             + 16 * self.tcp.sack_max_ranges
-            + 8 * self.tcp.max_inflight_segments.max(1);
-        // A ring entry: the descriptor, its stream offset and two lengths.
-        let ring_entry = size_of::<iwarp_rdma::TxUlpdu>() + 16;
-        let mpa = self.mpa.tx_queue_len * ring_entry
-            + MPA_EVENTS_PER_CONN * size_of::<iwarp_mpa::MpaEvent>()
-            + fpdu(rx_ulpdu)
-            + fpdu(tx_ulpdu);
-        slot + tcp + mpa
+            + 8 * self.tcp.max_inflight_segments.max(1)
+    }
+
+    /// MPA's start-up storage of one connection: the boxed start-up buffers (the peer's
+    /// and our frame of 20 + 512 octets, the parsed Request), our frame until
+    /// acknowledged, and the event queue while events wait.
+    fn mpa_startup_bytes(&self) -> usize {
+        4 * 532 + MPA_EVENTS_PER_CONN * core::mem::size_of::<iwarp_mpa::MpaEvent>()
+    }
+
+    /// Upper bound, in bytes, of what one busy connection holds at once: its slot
+    /// ([`EngineConfig::conn_slot_bytes`]), TCP's out-of-order buffer, segment map and
+    /// range lists (on loss), MPA's start-up buffers (until established), an FPDU ring
+    /// and a staging buffer lent by the MPA pool (while used).
+    pub fn conn_bytes_estimate(&self) -> usize {
+        self.conn_slot_bytes()
+            + self.tcp_bytes_max()
+            + self.mpa_startup_bytes()
+            + self.mpa_ring_bytes()
+            + self.mpa_staging_bytes()
+    }
+
+    /// Upper bound, in bytes, of the memory of every connection of the engine together:
+    /// every slot, TCP's and MPA's start-up storage for each connection, the rings and
+    /// staging buffers the MPA pool may lend at once, and its transmit scratch buffer.
+    pub fn conns_bytes_max(&self) -> usize {
+        let per_conn = self.conn_slot_bytes() + self.tcp_bytes_max() + self.mpa_startup_bytes();
+        let mss = self.mss_for_mtu().min(usize::from(self.tcp.mss_bytes));
+        let tx_ulpdu = self.mpa.tx_ulpdu_max_bytes.min(mss);
+        // Length field, pad, CRC, and a marker every 512 octets and two more.
+        let scratch = tx_ulpdu + 9 + 4 * ((tx_ulpdu + 9) / 508 + 2);
+        let pool = self.mpa_pool_rings.min(self.max_conns) * self.mpa_ring_bytes()
+            + self.mpa_pool_staging.min(self.max_conns) * self.mpa_staging_bytes()
+            + scratch;
+        self.max_conns * per_conn + pool
     }
 
     /// Largest MSS the MTU allows: MTU minus the IPv4 and TCP base headers (TCP subtracts
@@ -318,6 +392,11 @@ mod tests {
         assert!(per_conn > 48 * 1024, "the out-of-order buffer is counted");
         c.mtu = MTU_MAX;
         assert!(c.conn_bytes_estimate() * 10_000 < GIB, "jumbo frames too");
+        // An idle connection costs its slot only; all of them busy at once stay bounded
+        // by the pool.
+        c.max_conns = 10_000;
+        assert!(c.conn_slot_bytes() < 2_500, "{} bytes", c.conn_slot_bytes());
+        assert!(c.conns_bytes_max() < GIB, "{}", c.conns_bytes_max());
         // TcpConfig's and MpaConfig's own defaults would not fit.
         c.tcp = TcpConfig::default();
         c.mpa = MpaConfig::default();
@@ -343,6 +422,9 @@ mod tests {
         assert_eq!(bad(|c| c.ephemeral_port_min = 0), "ephemeral_port_min");
         assert_eq!(bad(|c| c.arp_pending_per_hop = 100), "arp_pending_per_hop");
         assert_eq!(bad(|c| c.event_queue_len = 0), "event_queue_len");
+        assert_eq!(bad(|c| c.mpa_pool_rings = 0), "mpa_pool_rings");
+        assert_eq!(bad(|c| c.mpa_pool_staging = 0), "mpa_pool_staging");
+        assert_eq!(bad(|c| c.mpa.tx_queue_len = 0), "mpa.tx_queue_len");
         assert_eq!(bad(|c| c.llp_close_timeout_ms = 0), "llp_close_timeout_ms");
         let e = bad(|c| c.ctrl_tx_frames = 0);
         assert_eq!(e, "ctrl_tx_frames");

@@ -82,8 +82,9 @@ pub struct Conn {
     pub arp_hint: usize,
     /// Passive: the listening port whose backlog slot this connection holds.
     pub backlog_port: Option<u16>,
-    /// Active: what we asked for.
-    pub params: ConnectParams,
+    /// Active: we asked for peer-to-peer mode (`ConnectParams::p2p`; the rest of the
+    /// parameters went into the MPA Request and are not kept).
+    pub p2p: bool,
     /// `Established` was reported (so a `Disconnected` is owed at the end).
     pub established: bool,
     /// The QP is associated with this connection's LLP stream (`qp_establish` done and
@@ -161,7 +162,7 @@ impl Conn {
             next_hop,
             arp_hint: 0,
             backlog_port: None,
-            params,
+            p2p: params.p2p,
             established: false,
             qp_ready: false,
             reported: false,

@@ -4,7 +4,8 @@
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 
-use iwarp_rdma::Rnic;
+use iwarp_mpa::{MpaPool, PoolLimits};
+use iwarp_rdma::{Rnic, TxUlpdu};
 use iwarp_tcp::{reply_to_unknown, FourTuple, IsnGenerator, TcpParseError, TcpSegment};
 use iwarp_types::{ConnId, Duration, Instant, Memory, QpId};
 use smoltcp::wire::IpProtocol;
@@ -70,6 +71,11 @@ pub(crate) struct Core {
     pub(crate) arp_wait: ReadyList,
     /// Each connection's earliest deadline (slots; one entry each).
     pub(crate) timers: TimerHeap,
+    /// MPA storage lent to connections while they use it (FPDU rings, staging buffers,
+    /// the transmit scratch buffer).
+    pub(crate) mpa_pool: MpaPool<TxUlpdu>,
+    /// Connections that found no FPDU ring in the pool; woken as rings come back.
+    pub(crate) pool_wait: ReadyList,
 }
 
 /// The sans-IO iWARP engine of one core.
@@ -89,12 +95,13 @@ pub(crate) struct Core {
 ///
 /// # Memory per connection
 ///
-/// See [`EngineConfig::conn_bytes_estimate`]: the `Conn` entry itself plus the buffers
-/// TCP allocates at open (out-of-order buffer `tcp.ooo_max_bytes`, in-flight segment map
-/// `8 * tcp.max_inflight_segments`) and MPA allocates (FPDU ring `mpa.tx_queue_len`
-/// entries at open; receive staging `mpa.rx_ulpdu_max_bytes` and transmit scratch
-/// `mpa.tx_ulpdu_max_bytes` when FPDU mode starts). The defaults keep 10,000 connections
-/// of one core under 1 GiB.
+/// An idle established connection holds its table slot only
+/// ([`EngineConfig::conn_slot_bytes`]): TCP allocates its loss-recovery storage on loss
+/// and releases it when idle, and MPA borrows its FPDU ring and receive staging buffer
+/// from the engine's pool only while it uses them ([`Engine::mpa_pool`]). A busy
+/// connection holds at most [`EngineConfig::conn_bytes_estimate`], the whole engine at
+/// most [`EngineConfig::conns_bytes_max`]. [`Engine::conn_heap_bytes`] reports what a
+/// connection holds now.
 pub struct Engine {
     pub(crate) core: Core,
     pub(crate) conns: ConnTable<Conn>,
@@ -182,6 +189,14 @@ impl Engine {
             ready: ReadyList::new(cfg.max_conns),
             arp_wait: ReadyList::new(cfg.max_conns),
             timers: TimerHeap::new(cfg.max_conns),
+            mpa_pool: MpaPool::new(
+                &cfg.mpa,
+                PoolLimits {
+                    rings_max: cfg.mpa_pool_rings.min(cfg.max_conns),
+                    staging_max: cfg.mpa_pool_staging.min(cfg.max_conns),
+                },
+            ),
+            pool_wait: ReadyList::new(cfg.max_conns),
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -243,6 +258,38 @@ impl Engine {
     /// Live connections (TIME-WAIT included).
     pub fn conn_count(&self) -> usize {
         self.conns.len()
+    }
+
+    /// Heap bytes connection `id` holds now beyond its slot: TCP's loss-recovery
+    /// storage and MPA's buffers (start-up buffers, event queue, a lent FPDU ring or
+    /// staging buffer). Zero for an idle established connection.
+    pub fn conn_heap_bytes(&self, id: ConnId) -> Option<usize> {
+        self.conns
+            .get(id)
+            .map(|c| c.tcp.heap_bytes() + c.mpa.heap_bytes())
+    }
+
+    /// Heap bytes every live connection holds beyond its slot (walks the connections:
+    /// statistics, not for the fast path).
+    pub fn conns_heap_bytes(&self) -> usize {
+        let mut sum = 0;
+        let mut pos = 0;
+        while let Some(id) = self.conns.live_at(pos) {
+            pos += 1;
+            sum += self.conn_heap_bytes(id).unwrap_or(0);
+        }
+        sum
+    }
+
+    /// Bytes of the connection table allocated at start-up (every slot, see
+    /// [`EngineConfig::conn_slot_bytes`]).
+    pub fn conn_table_bytes(&self) -> usize {
+        self.conns.capacity() * self.core.cfg.conn_slot_bytes()
+    }
+
+    /// The MPA pool: what it lends now, its counters and the heap it holds itself.
+    pub fn mpa_pool(&self) -> &MpaPool<TxUlpdu> {
+        &self.core.mpa_pool
     }
 
     /// Handles one inbound Ethernet frame.
@@ -323,8 +370,8 @@ impl Engine {
                 qp: conn.rx_qp(),
                 mem,
             };
-            conn.tcp
-                .handle_segment(now, &seg, &mut TcpRx(conn.mpa.rx(&mut sink)));
+            let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool);
+            conn.tcp.handle_segment(now, &seg, &mut TcpRx(rx));
             core.counters.conn_visits += 1;
             core.service(now, id, conn);
             core.touch(id, conn);

@@ -36,8 +36,11 @@ impl Core {
             // FPDU received. Clear the one-shot flag.
             let _ = self.rnic.qp_take_rtr_received(qp);
             let rnic = &mut self.rnic;
-            conn.mpa
-                .released(conn.tcp.acked_offset(), |d| rnic.qp_ulpdu_acked(qp, &d));
+            conn.mpa.released_pooled(
+                conn.tcp.acked_offset(),
+                |d| rnic.qp_ulpdu_acked(qp, &d),
+                &mut self.mpa_pool,
+            );
             for _ in 0..LLP_REQUESTS_MAX {
                 match self.rnic.qp_poll_llp_request(qp) {
                     // The FIN must follow whatever the QP still has to send (a Terminate
@@ -283,7 +286,7 @@ impl Core {
         match conn.role {
             Role::Active => {
                 let rtr = match rtr_kind(neg.send_rtr) {
-                    None if neg.revision == 1 && conn.params.p2p => Some(RtrKind::Write),
+                    None if neg.revision == 1 && conn.p2p => Some(RtrKind::Write),
                     r => r,
                 };
                 (LlpRole::Initiator, rtr)
@@ -296,8 +299,26 @@ impl Core {
         }
     }
 
-    /// Moves ULPDUs from the QP into MPA while TCP can send them.
-    pub(crate) fn pump(&mut self, now: Instant, conn: &mut Conn, mem: &dyn Memory) {
+    /// Moves waiting connections to the ready list, as many as the MPA pool has rings
+    /// for: O(1) when nobody waits. Returns the number woken.
+    #[inline]
+    pub(crate) fn wake_pool_waiters(&mut self) -> usize {
+        if self.pool_wait.is_empty() {
+            return 0;
+        }
+        let n = self.mpa_pool.rings_available().min(self.pool_wait.len());
+        for _ in 0..n {
+            if let Some(slot) = self.pool_wait.pop() {
+                self.ready.push(slot);
+            }
+        }
+        n
+    }
+
+    /// Moves ULPDUs from the QP into MPA while TCP can send them. The FPDU ring is
+    /// borrowed from the pool for the time FPDUs are queued; with none free the
+    /// connection waits on `pool_wait` (its WRs stay on the QP).
+    pub(crate) fn pump(&mut self, now: Instant, id: ConnId, conn: &mut Conn, mem: &dyn Memory) {
         let (true, Some(qp)) = (conn.qp_ready, conn.qp) else {
             return;
         };
@@ -306,7 +327,14 @@ impl Core {
             conn.tcp.state(),
             TcpState::Established | TcpState::CloseWait
         ) {
-            dry = self.pump_qp(now, conn, qp, mem);
+            if conn.mpa.take_tx_ring(&mut self.mpa_pool) {
+                dry = self.pump_qp(now, conn, qp, mem);
+                // Nothing was queued (the QP had nothing): the ring goes straight back.
+                conn.mpa.return_tx_ring(&mut self.mpa_pool);
+            } else {
+                self.pool_wait.push(crate::conn_table::slot_of(id));
+                dry = false;
+            }
         }
         if dry && conn.close_requested {
             conn.close_requested = false;
@@ -353,6 +381,7 @@ impl Core {
         if let Some(port) = conn.backlog_port {
             self.listeners.release_slot(port);
         }
+        conn.mpa.return_storage(&mut self.mpa_pool);
         // Normally detached already when TCP reported the end.
         self.detach_qp(id, &mut conn, LlpEvent::Closed);
         if let Some(qp) = conn.qp {

@@ -41,12 +41,17 @@ impl Engine {
         mem: &dyn Memory,
     ) -> Option<usize> {
         let frame_max = self.core.iface.frame_len_max().min(buf.len());
+        self.core.wake_pool_waiters();
         // Every connection ready at the start is visited at most once per call.
         let mut budget = self.core.ready.len();
         loop {
             // Control frames first; a connection may have just queued an ARP request.
             if let Some(n) = self.core.iface.poll_transmit(buf, &mut self.core.counters) {
                 return Some(n);
+            }
+            if budget == 0 {
+                // Rings came back meanwhile (a connection retired): its waiters go now.
+                budget = self.core.wake_pool_waiters();
             }
             if budget == 0 || frame_max <= L4_OFFSET {
                 return None;
@@ -77,7 +82,7 @@ impl Engine {
         let conn = self.conns.get_mut(id)?;
         let core = &mut self.core;
         core.service(now, id, conn);
-        core.pump(now, conn, mem);
+        core.pump(now, id, conn, mem);
         let out = loop {
             let hop = conn.next_hop;
             let mac = core
@@ -94,7 +99,7 @@ impl Engine {
                 mem,
             };
             let mut tx = TcpTx {
-                mpa: conn.mpa.tx(&mut src),
+                mpa: conn.mpa.tx_pooled(&mut src, &mut core.mpa_pool),
                 sent_max: &mut conn.tx_sent_max,
             };
             let Some(n) = conn.tcp.poll_transmit(now, &mut tx, &mut buf[L4_OFFSET..]) else {

@@ -4,6 +4,7 @@
 mod b2b;
 mod close;
 mod harness;
+mod memory;
 mod neighbour;
 mod responder;
 mod scale;
