@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Installs what building and testing need on a fresh Debian machine (run as root).
-# Idempotent: installs only what is missing.
+# Installs what building, testing and running iwarpd need on a fresh Debian machine (run as
+# root), and reserves 2 MiB hugepages for DPDK. Idempotent: installs only what is missing.
+# IWARP_HUGEPAGES=N sets how many 2 MiB pages to reserve (default 512; 0 = leave as is,
+# iwarpd then falls back to --no-huge with a warning).
 set -euo pipefail
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 command -v cc >/dev/null 2>&1 || need+=(build-essential)
+command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
+command -v ip >/dev/null 2>&1 || need+=(iproute2)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
+[ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   # wireshark-common asks whether non-root users may capture: answer no, quietly.
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
+  echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+pages=${IWARP_HUGEPAGES:-512}
+hp=/sys/kernel/mm/hugepages/hugepages-2048kB
+if [ "$pages" -gt 0 ] && [ -w "$hp/nr_hugepages" ] && [ "$(cat "$hp/nr_hugepages")" -lt "$pages" ]; then
+  echo "$pages" > "$hp/nr_hugepages" || true
+  echo "setup: 2 MiB hugepages reserved: $(cat "$hp/nr_hugepages") (free $(cat "$hp/free_hugepages"))"
 fi

@@ -1,0 +1,164 @@
+//! The load generator apps as the daemon starts them: built on the core that runs them
+//! (their constructors create verbs objects on that core's engine), with their results
+//! published to the control thread.
+
+use std::sync::{Arc, Mutex};
+
+use iwarp_loadgen::{
+    Arena, ClientSpec, LoadgenClient, LoadgenServer, Report, ServerConfig, ServerReport,
+};
+use iwarp_proto::{Engine, Event};
+use iwarp_runtime::App;
+use iwarp_types::{Duration, Instant, Memory};
+
+/// What the control thread sees of an app running on a core.
+#[derive(Debug, Default)]
+pub struct AppResult {
+    /// Set-up failed: why.
+    pub error: Option<String>,
+    /// A client's final report (set once, when it finished).
+    pub report: Option<Report>,
+    /// A server's report, refreshed every [`SERVER_PUBLISH_INTERVAL`].
+    pub server: Option<ServerReport>,
+}
+
+/// Shared between an app and the control thread. Locked by the core only when a client
+/// finishes or every [`SERVER_PUBLISH_INTERVAL`] for a server: never per frame.
+pub type Shared = Arc<Mutex<AppResult>>;
+
+/// How often a server publishes its report.
+pub const SERVER_PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// Which app to build.
+pub enum Kind {
+    /// A load generator server listening on its port.
+    Server(ServerConfig),
+    /// A load generator client; `steer` says whether a local port's return traffic lands
+    /// on this core (RSS / software steering).
+    Client(ClientSpec, Box<dyn Fn(u16) -> bool + Send>),
+}
+
+enum Built {
+    Server(LoadgenServer),
+    Client(LoadgenClient),
+}
+
+/// An app built at its first `poll`, on its core.
+pub struct Deferred {
+    kind: Option<Kind>,
+    arena: Arena,
+    built: Option<Built>,
+    shared: Shared,
+    published_at: Option<Instant>,
+    done: bool,
+}
+
+impl Deferred {
+    /// An app of `kind` over `arena` of the core's memory, publishing into `shared`.
+    pub fn new(kind: Kind, arena: Arena, shared: Shared) -> Deferred {
+        Deferred {
+            kind: Some(kind),
+            arena,
+            built: None,
+            shared,
+            published_at: None,
+            done: false,
+        }
+    }
+
+    fn build<M: Memory>(&mut self, engine: &mut Engine, mem: &M) {
+        let Some(kind) = self.kind.take() else {
+            return;
+        };
+        let built = match kind {
+            Kind::Server(cfg) => {
+                LoadgenServer::new(cfg, self.arena, engine, mem).map(Built::Server)
+            }
+            Kind::Client(spec, steer) => {
+                LoadgenClient::new(spec, self.arena, engine, mem).map(|mut c| {
+                    c.set_local_port_filter(steer);
+                    Built::Client(c)
+                })
+            }
+        };
+        match built {
+            Ok(b) => self.built = Some(b),
+            Err(e) => {
+                self.done = true;
+                if let Ok(mut r) = self.shared.lock() {
+                    r.error = Some(e.to_string());
+                }
+            }
+        }
+    }
+
+    fn publish(&mut self, now: Instant) {
+        match &self.built {
+            Some(Built::Client(c)) if c.finished() && !self.done => {
+                self.done = true;
+                if let Ok(mut r) = self.shared.lock() {
+                    r.report = Some(c.report());
+                }
+            }
+            Some(Built::Server(s)) => {
+                let due = self
+                    .published_at
+                    .is_none_or(|t| now.saturating_since(t) >= SERVER_PUBLISH_INTERVAL);
+                if due {
+                    self.published_at = Some(now);
+                    if let Ok(mut r) = self.shared.lock() {
+                        r.server = Some(s.report().clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+impl<M: Memory> App<M> for Deferred {
+    fn on_event(&mut self, now: Instant, engine: &mut Engine, mem: &mut M, event: &Event) -> bool {
+        match &mut self.built {
+            Some(Built::Server(s)) => s.on_event(now, engine, mem, event),
+            Some(Built::Client(c)) => c.on_event(now, engine, mem, event),
+            None => false,
+        }
+    }
+
+    fn poll(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
+        if self.kind.is_some() {
+            self.build(engine, mem);
+        }
+        match &mut self.built {
+            Some(Built::Server(s)) => App::<M>::poll(s, now, engine, mem),
+            Some(Built::Client(c)) => App::<M>::poll(c, now, engine, mem),
+            None => {}
+        }
+        self.publish(now);
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        match &self.built {
+            Some(Built::Server(s)) => App::<M>::poll_timeout(s),
+            Some(Built::Client(c)) => App::<M>::poll_timeout(c),
+            None => None,
+        }
+    }
+
+    fn shutdown(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
+        self.kind = None;
+        match &mut self.built {
+            Some(Built::Server(s)) => App::<M>::shutdown(s, now, engine, mem),
+            Some(Built::Client(c)) => App::<M>::shutdown(c, now, engine, mem),
+            None => {}
+        }
+    }
+
+    fn is_idle(&self) -> bool {
+        match &self.built {
+            Some(Built::Server(s)) => App::<M>::is_idle(s),
+            Some(Built::Client(c)) => App::<M>::is_idle(c),
+            None => true,
+        }
+    }
+}

@@ -1,0 +1,477 @@
+//! The daemon: EAL, ports, one `Core` per dataplane lcore, and the control thread that
+//! serves the stats socket, starts the load generator and runs the shutdown.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration as StdDuration, Instant as StdInstant};
+
+use iwarp_config::{Config, HugepageMode, LoadgenArgs, NicInfo, Seeds};
+use iwarp_dpdk::{memif, Eal, EalArgs, MemoryMode};
+use iwarp_loadgen::{Arena, ServerConfig};
+use iwarp_runtime::control::AppBox;
+use iwarp_runtime::{
+    control_channel, Capture, CaptureWriter, Core, CoreConfig, CoreLinks, CoreStats, ForwardMesh,
+    PortSetup, Snapshot, SystemClock,
+};
+use iwarp_types::{RegionId, VecMemory};
+use iwarp_wire::pcap::TsResolution;
+
+use crate::apps::{AppResult, Deferred, Kind, Shared};
+use crate::loadgen::ClientRun;
+use crate::ports::{open_port, OpenPort};
+use crate::stats::StatsServer;
+use crate::{error, info, warn};
+
+/// Arena of the load generator server in each core's memory.
+const SERVER_ARENA: RegionId = RegionId(0);
+/// Arena of the load generator client in each core's memory.
+pub const CLIENT_ARENA: RegionId = RegionId(1);
+/// Target buffers of a load generator server per core.
+const SERVER_BUFFERS: u32 = 16;
+/// How long a port may take to come up before the load generator gives up.
+const LINK_WAIT: StdDuration = StdDuration::from_secs(15);
+
+/// Why the daemon stopped with a failure (its message is printed once, as is).
+#[derive(Debug)]
+pub struct Failure {
+    /// The message.
+    pub message: String,
+    /// The exit status.
+    pub code: u8,
+}
+
+fn fail(message: impl Into<String>) -> Failure {
+    Failure {
+        message: message.into(),
+        code: 1,
+    }
+}
+
+/// Per core, what the control thread keeps.
+struct CoreHandle {
+    lcore: u32,
+    control: iwarp_runtime::ControlHandle<VecMemory>,
+    stats: Arc<CoreStats>,
+    result: Arc<Mutex<Option<Result<Snapshot, String>>>>,
+}
+
+/// Runs the daemon until a signal (or, with `loadgen`, until the run is over).
+pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))
+            .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
+    }
+    let online = iwarp_config::daemon::online_cpus();
+    let cpus = cfg
+        .cores
+        .dataplane_cpus(&online)
+        .map_err(|e| fail(e.to_string()))?;
+    let n = cpus.len();
+    let memory = memory_mode(&cfg, n)?;
+    let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory.clone());
+    args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
+    args.main_cpus = if cfg.cores.control.is_empty() {
+        online.iter().map(|&c| c as usize).collect()
+    } else {
+        cfg.cores.control.iter().map(|&c| c as usize).collect()
+    };
+    for p in &cfg.ports {
+        match p.device.eal_arg() {
+            ("-a", pci) => args.pci.push(pci),
+            (_, vdev) => args.vdevs.push(vdev),
+        }
+    }
+    args.extra = cfg.eal.extra_args.clone();
+    if !crate::log::enabled(crate::log::Level::Debug) {
+        args.log_levels = vec!["*:warning".into()];
+    }
+    let argv = args.build();
+    crate::debug!("EAL: {}", argv.join(" "));
+    let eal = Eal::init(&argv).map_err(|e| fail(format!("DPDK EAL: {e}")))?;
+    if cfg
+        .ports
+        .iter()
+        .any(|p| p.device.dpdk_name().starts_with("net_memif"))
+        && !memif::guard_active()
+    {
+        warn!("the memif peer-loss guard is not active: a memif peer that exits may crash this daemon");
+    }
+    let mut ports = Vec::with_capacity(cfg.ports.len());
+    for i in 0..cfg.ports.len() {
+        let p = open_port(&eal, &cfg, i, n).map_err(fail)?;
+        info!(
+            "port {i}: {} mac {} frames up to {} B, checksum offload tx {} rx {}, {} queue(s){}",
+            cfg.ports[i].device.dpdk_name(),
+            mac_text(p.port.mac()),
+            p.setup.frame_len_max,
+            p.setup.tx_checksum_offload,
+            p.setup.rx_checksum_offload,
+            p.setup.queues,
+            if p.setup.rss { ", RSS" } else { "" }
+        );
+        ports.push(p);
+    }
+    let seeds = Seeds::from_config(&cfg).map_err(|e| fail(format!("seeds: {e}")))?;
+    let capture = cfg.capture.enabled().then(|| {
+        Capture::new(
+            n,
+            cfg.capture.ring_slots as usize,
+            cfg.capture.snaplen as usize,
+        )
+    });
+    let frame_len = ports
+        .iter()
+        .map(|p| p.setup.frame_len_max)
+        .max()
+        .unwrap_or(1514);
+    let mesh = ForwardMesh::new(n, 1024, frame_len);
+    let client_spec = loadgen
+        .as_ref()
+        .map(|a| crate::loadgen::client_spec(a, &cfg))
+        .transpose()
+        .map_err(fail)?;
+    let server_cfg = server_config(&cfg);
+    let mut cores = Vec::with_capacity(n);
+    for core in 0..n {
+        let h = launch_core(
+            &eal,
+            &cfg,
+            core,
+            &mut ports,
+            seeds,
+            &mesh,
+            capture.as_ref(),
+            client_spec
+                .as_ref()
+                .map(|(_, per_core)| per_core[core].required_arena_bytes()),
+            server_cfg.as_ref(),
+            &stop,
+        )?;
+        cores.push(h);
+    }
+    let writer = match (&capture, cfg.capture.enabled()) {
+        (Some(c), true) => {
+            let f = std::fs::File::create(&cfg.capture.path).map_err(|e| {
+                fail(format!(
+                    "capture.path: cannot create {}: {e}",
+                    cfg.capture.path
+                ))
+            })?;
+            Some(
+                CaptureWriter::spawn(c, std::io::BufWriter::new(f), TsResolution::Nanos)
+                    .map_err(|e| fail(format!("capture.path: {e}")))?,
+            )
+        }
+        _ => None,
+    };
+    let mut servers: Vec<Shared> = Vec::new();
+    if let Some(sc) = &server_cfg {
+        for (i, c) in cores.iter_mut().enumerate() {
+            let shared: Shared = Arc::new(Mutex::new(AppResult::default()));
+            let arena = Arena {
+                region: SERVER_ARENA,
+                offset: 0,
+                len: sc.required_arena_bytes(),
+            };
+            let app = Deferred::new(Kind::Server(sc.clone()), arena, Arc::clone(&shared));
+            c.control
+                .call(
+                    0,
+                    iwarp_runtime::Op::StartApp(AppBox(Box::new(app))),
+                    StdDuration::from_secs(5),
+                )
+                .map_err(|e| {
+                    fail(format!(
+                        "core {i}: cannot start the load generator server: {e:?}"
+                    ))
+                })?;
+            servers.push(shared);
+        }
+        info!("load generator server listening on port {}", sc.port);
+    }
+    let stats_server = match cfg.daemon.stats_socket_path() {
+        Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
+        None => None,
+    };
+    info!(
+        "running: {n} dataplane core(s) on CPU {:?}, {}",
+        cpus,
+        memory_text(&memory)
+    );
+    let mut client = match (client_spec, &loadgen) {
+        (Some((spec, per_core)), Some(a)) => Some(ClientRun::new(spec, per_core, a.json.clone())),
+        _ => None,
+    };
+    let mut outcome = Ok(());
+    let mut last_print = StdInstant::now();
+    let started = StdInstant::now();
+    let rss_start = crate::loadgen::rss_bytes();
+    loop {
+        if stop.load(Ordering::Relaxed) {
+            info!("stopping (signal or end of run)");
+            break;
+        }
+        if let Some(s) = &stats_server {
+            s.serve(&mut |json| render_stats(&cores, &servers, json));
+        }
+        if let Some(gone) = cores
+            .iter()
+            .position(|c| c.result.lock().map(|r| r.is_some()).unwrap_or(true))
+        {
+            let msg = match cores[gone].result.lock().ok().and_then(|r| r.clone()) {
+                Some(Err(e)) => e,
+                _ => "stopped".to_string(),
+            };
+            outcome = Err(fail(format!("dataplane core {gone} ended: {msg}")));
+            break;
+        }
+        if let Some(run) = &mut client {
+            let links_up = ports.iter().all(|p| p.port.link().up);
+            match run.step(
+                &mut cores.iter_mut().map(|c| &mut c.control).collect::<Vec<_>>(),
+                &ports,
+                links_up,
+                started,
+                LINK_WAIT,
+                rss_start,
+            ) {
+                Ok(true) => {
+                    outcome = run.finish();
+                    break;
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    outcome = Err(e);
+                    break;
+                }
+            }
+        }
+        if cfg.daemon.stats_interval_ms > 0
+            && last_print.elapsed() >= StdDuration::from_millis(cfg.daemon.stats_interval_ms)
+        {
+            last_print = StdInstant::now();
+            let s = Snapshot::sum(
+                cores
+                    .iter()
+                    .map(|c| c.stats.snapshot())
+                    .collect::<Vec<_>>()
+                    .iter(),
+            );
+            info!("counters:\n{s}");
+        }
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+    // Orderly shutdown: the cores see the flag, close their QPs (FIN) within the grace
+    // period, then return their final counters.
+    stop.store(true, Ordering::Relaxed);
+    let mut finals = Vec::with_capacity(n);
+    for (i, c) in cores.iter().enumerate() {
+        let rc = eal.wait(c.lcore);
+        match c.result.lock().ok().and_then(|mut r| r.take()) {
+            Some(Ok(s)) => finals.push(s),
+            Some(Err(e)) => error!("core {i}: {e}"),
+            None => error!("core {i} returned {rc} without a result"),
+        }
+    }
+    if let Some(w) = writer {
+        match w.finish() {
+            Ok(s) => info!("capture: {:?} written to {}", s, cfg.capture.path),
+            Err(e) => error!("capture: {e}"),
+        }
+    }
+    let total = Snapshot::sum(finals.iter());
+    eprintln!("{total}");
+    for (i, p) in ports.iter().enumerate() {
+        if let Ok(s) = p.port.stats() {
+            info!(
+                "port {i}: ipackets {} opackets {} ibytes {} obytes {} imissed {} ierrors {} oerrors {} rx_nombuf {}, mbufs in use {}",
+                s.ipackets, s.opackets, s.ibytes, s.obytes, s.imissed, s.ierrors, s.oerrors, s.rx_nombuf,
+                p.pool.in_use()
+            );
+        }
+    }
+    for s in &servers {
+        if let Ok(r) = s.lock() {
+            if let Some(rep) = &r.server {
+                info!("load generator server:\n{rep}");
+            }
+        }
+    }
+    drop(cores);
+    drop(ports);
+    drop(eal);
+    outcome
+}
+
+#[allow(clippy::too_many_arguments)]
+fn launch_core(
+    eal: &Eal,
+    cfg: &Config,
+    core: usize,
+    ports: &mut [OpenPort],
+    seeds: Seeds,
+    mesh: &ForwardMesh,
+    capture: Option<&Capture>,
+    client_arena: Option<u64>,
+    server: Option<&ServerConfig>,
+    stop: &Arc<AtomicBool>,
+) -> Result<CoreHandle, Failure> {
+    let mut setups = Vec::with_capacity(ports.len());
+    let mut port_ids = Vec::with_capacity(ports.len());
+    for (i, p) in ports.iter_mut().enumerate() {
+        let q = p.queues[core]
+            .take()
+            .ok_or_else(|| fail(format!("port {i}: queue {core} missing")))?;
+        let nic = NicInfo {
+            mac: p.port.mac(),
+            tx_checksum_offload: p.setup.tx_checksum_offload,
+            rx_checksum_offload: p.setup.rx_checksum_offload,
+        };
+        let engine = cfg
+            .engine_config(i, core, seeds, &nic)
+            .map_err(|e| fail(e.to_string()))?;
+        let port_id = p.port.port_id();
+        port_ids.push(port_id);
+        setups.push((port_id, engine, q, p.steering.clone()));
+    }
+    let stats = Arc::new(CoreStats::new(core, &port_ids));
+    let (control, core_control) = control_channel::<VecMemory>(core, 256, 8192);
+    let forward = mesh.ends(core);
+    let capture_end = capture.and_then(|c| c.core_end(core));
+    let mut mem = VecMemory::new();
+    let server_bytes = server.map(|s| s.required_arena_bytes()).unwrap_or(0);
+    mem.add_arena(usize::try_from(server_bytes).unwrap_or(0));
+    mem.add_arena(usize::try_from(client_arena.unwrap_or(0)).unwrap_or(0));
+    let core_cfg = CoreConfig {
+        index: core,
+        default_grace_ms: cfg.daemon.shutdown_grace_ms,
+        max_control_qps: cfg.limits.max_qps as usize,
+        ..CoreConfig::default()
+    };
+    let result: Arc<Mutex<Option<Result<Snapshot, String>>>> = Arc::new(Mutex::new(None));
+    let (result2, stats2, stop2) = (Arc::clone(&result), Arc::clone(&stats), Arc::clone(stop));
+    let lcore = EalArgs::dataplane_lcore(core);
+    eal.launch(lcore, move || {
+        let ports: Vec<PortSetup> = setups
+            .into_iter()
+            .map(|(port_id, engine, q, steering)| PortSetup {
+                port_id,
+                engine,
+                io: Box::new(q),
+                steering,
+            })
+            .collect();
+        let links = CoreLinks {
+            control: core_control,
+            forward,
+            capture: capture_end,
+            stats: Some(stats2),
+        };
+        let r = match Core::new(core_cfg, mem, ports, links) {
+            Ok(mut c) => Ok(c.run(&SystemClock::new(), &stop2)),
+            Err(e) => Err(format!("cannot build the core: {e}")),
+        };
+        let rc = i32::from(r.is_err());
+        if let Ok(mut slot) = result2.lock() {
+            *slot = Some(r);
+        }
+        rc
+    })
+    .map_err(|e| fail(format!("cannot launch core {core}: {e}")))?;
+    Ok(CoreHandle {
+        lcore,
+        control,
+        stats,
+        result,
+    })
+}
+
+fn server_config(cfg: &Config) -> Option<ServerConfig> {
+    let l = &cfg.loadgen;
+    (l.listen_port != 0).then(|| ServerConfig {
+        port: l.listen_port,
+        backlog: cfg.limits.backlog_max as usize,
+        max_conns: cfg.limits.max_qps,
+        buffers: SERVER_BUFFERS,
+        buffer_bytes: u64::from(l.buffer_bytes) + 4096,
+        max_depth: l.recv_depth,
+    })
+}
+
+fn memory_mode(cfg: &Config, cores: usize) -> Result<MemoryMode, Failure> {
+    let mb = cfg.eal.no_huge_memory_mb;
+    // Pages the mbuf pools need, with room for the EAL's own allocations.
+    let mbuf_bytes: u64 = cfg
+        .ports
+        .iter()
+        .map(|p| u64::from(p.mbufs) * cores as u64 * (u64::from(p.frame_len_max()) + 256 + 128))
+        .sum();
+    let threshold = (mbuf_bytes >> 21) + 64;
+    match cfg.eal.hugepages {
+        HugepageMode::Off => Ok(MemoryMode::NoHuge { memory_mb: mb }),
+        HugepageMode::Auto => {
+            let m = MemoryMode::detect(threshold, mb);
+            if matches!(m, MemoryMode::NoHuge { .. }) {
+                warn!(
+                    "fewer than {threshold} free 2 MiB hugepages: running without hugepages (--no-huge, {mb} MB); reserve them with `echo 512 > /proc/sys/vm/nr_hugepages`"
+                );
+            }
+            Ok(m)
+        }
+        HugepageMode::Required => match MemoryMode::detect(threshold, mb) {
+            MemoryMode::NoHuge { .. } => Err(fail(format!(
+                "eal.hugepages = \"required\", but fewer than {threshold} free 2 MiB hugepages are reserved: `echo 512 > /proc/sys/vm/nr_hugepages`, or set eal.hugepages = \"auto\""
+            ))),
+            m => Ok(m),
+        },
+    }
+}
+
+fn memory_text(m: &MemoryMode) -> String {
+    match m {
+        MemoryMode::Hugepages => "hugepages".to_string(),
+        MemoryMode::NoHuge { memory_mb } => format!("no hugepages ({memory_mb} MB)"),
+    }
+}
+
+fn mac_text(m: [u8; 6]) -> String {
+    format!(
+        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+        m[0], m[1], m[2], m[3], m[4], m[5]
+    )
+}
+
+fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String {
+    let per: Vec<Snapshot> = cores.iter().map(|c| c.stats.snapshot()).collect();
+    let total = Snapshot::sum(per.iter());
+    let server: Vec<String> = servers
+        .iter()
+        .filter_map(|s| {
+            s.lock().ok().and_then(|r| {
+                r.server
+                    .as_ref()
+                    .map(|x| if json { x.to_json() } else { x.to_string() })
+            })
+        })
+        .collect();
+    if json {
+        let cores_json: Vec<String> = per.iter().map(Snapshot::to_json).collect();
+        format!(
+            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}]}}\n",
+            total.to_json(),
+            cores_json.join(","),
+            server.join(",")
+        )
+    } else {
+        let mut s = format!("total ({} cores)\n{total}\n", per.len());
+        for (i, c) in per.iter().enumerate() {
+            s.push_str(&format!("core {i}\n{c}\n"));
+        }
+        for (i, r) in server.iter().enumerate() {
+            s.push_str(&format!("load generator server, core {i}\n{r}\n"));
+        }
+        s
+    }
+}

@@ -1,0 +1,96 @@
+//! `iwarpd`: the software iWARP appliance daemon. See `iwarpd --help`.
+#![forbid(unsafe_code)]
+
+mod apps;
+mod daemon;
+mod loadgen;
+mod log;
+mod ports;
+mod stats;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use iwarp_config::{keys, Cli, Command, LogLevel};
+
+fn level(l: LogLevel) -> log::Level {
+    match l {
+        LogLevel::Error => log::Level::Error,
+        LogLevel::Warn => log::Level::Warn,
+        LogLevel::Info => log::Level::Info,
+        LogLevel::Debug | LogLevel::Trace => log::Level::Debug,
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if cli.help_config {
+        print!("{}", keys::render());
+        return ExitCode::SUCCESS;
+    }
+    let action = cli.action();
+    if let Command::ConfigKeys = action {
+        print!("{}", keys::render());
+        return ExitCode::SUCCESS;
+    }
+    let cfg = match cli.load_config() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("iwarpd: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    log::init(&cfg.daemon.name, level(cfg.daemon.log_level));
+    match action {
+        Command::ConfigKeys => ExitCode::SUCCESS,
+        Command::CheckConfig => {
+            println!("{}", cfg.summary());
+            println!("configuration is valid");
+            ExitCode::SUCCESS
+        }
+        Command::PrintConfig => match cfg.to_toml_string() {
+            Ok(t) => {
+                print!("{t}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("iwarpd: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Command::Stats(a) => {
+            let path = a
+                .socket
+                .clone()
+                .or_else(|| cfg.daemon.stats_socket_path().map(Into::into));
+            let Some(path) = path else {
+                eprintln!(
+                    "iwarpd: daemon.stats_socket is off in this configuration; pass --socket PATH"
+                );
+                return ExitCode::from(2);
+            };
+            match stats::query(&path, a.json) {
+                Ok(t) => {
+                    print!("{t}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("iwarpd: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        }
+        Command::Run => finish(daemon::run(cfg, None)),
+        Command::Loadgen(a) => finish(daemon::run(cfg, Some(a))),
+    }
+}
+
+fn finish(r: Result<(), daemon::Failure>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(f) => {
+            error!("{}", f.message);
+            ExitCode::from(f.code)
+        }
+    }
+}
