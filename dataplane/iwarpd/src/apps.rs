@@ -39,8 +39,8 @@ pub enum Kind {
 }
 
 enum Built {
-    Server(LoadgenServer),
-    Client(LoadgenClient),
+    Server(Box<LoadgenServer>),
+    Client(Box<LoadgenClient>),
 }
 
 /// An app built at its first `poll`, on its core.
@@ -72,12 +72,12 @@ impl Deferred {
         };
         let built = match kind {
             Kind::Server(cfg) => {
-                LoadgenServer::new(cfg, self.arena, engine, mem).map(Built::Server)
+                LoadgenServer::new(cfg, self.arena, engine, mem).map(|s| Built::Server(Box::new(s)))
             }
             Kind::Client(spec, steer) => {
                 LoadgenClient::new(spec, self.arena, engine, mem).map(|mut c| {
                     c.set_local_port_filter(steer);
-                    Built::Client(c)
+                    Built::Client(Box::new(c))
                 })
             }
         };
@@ -107,7 +107,7 @@ impl Deferred {
                 if due {
                     self.published_at = Some(now);
                     if let Ok(mut r) = self.shared.lock() {
-                        r.server = Some(s.report().clone());
+                        r.server = Some(*s.report());
                     }
                 }
             }
@@ -119,8 +119,8 @@ impl Deferred {
 impl<M: Memory> App<M> for Deferred {
     fn on_event(&mut self, now: Instant, engine: &mut Engine, mem: &mut M, event: &Event) -> bool {
         match &mut self.built {
-            Some(Built::Server(s)) => s.on_event(now, engine, mem, event),
-            Some(Built::Client(c)) => c.on_event(now, engine, mem, event),
+            Some(Built::Server(s)) => s.as_mut().on_event(now, engine, mem, event),
+            Some(Built::Client(c)) => c.as_mut().on_event(now, engine, mem, event),
             None => false,
         }
     }
@@ -130,8 +130,8 @@ impl<M: Memory> App<M> for Deferred {
             self.build(engine, mem);
         }
         match &mut self.built {
-            Some(Built::Server(s)) => App::<M>::poll(s, now, engine, mem),
-            Some(Built::Client(c)) => App::<M>::poll(c, now, engine, mem),
+            Some(Built::Server(s)) => App::<M>::poll(s.as_mut(), now, engine, mem),
+            Some(Built::Client(c)) => App::<M>::poll(c.as_mut(), now, engine, mem),
             None => {}
         }
         self.publish(now);
@@ -139,8 +139,8 @@ impl<M: Memory> App<M> for Deferred {
 
     fn poll_timeout(&self) -> Option<Instant> {
         match &self.built {
-            Some(Built::Server(s)) => App::<M>::poll_timeout(s),
-            Some(Built::Client(c)) => App::<M>::poll_timeout(c),
+            Some(Built::Server(s)) => App::<M>::poll_timeout(s.as_ref()),
+            Some(Built::Client(c)) => App::<M>::poll_timeout(c.as_ref()),
             None => None,
         }
     }
@@ -148,16 +148,16 @@ impl<M: Memory> App<M> for Deferred {
     fn shutdown(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
         self.kind = None;
         match &mut self.built {
-            Some(Built::Server(s)) => App::<M>::shutdown(s, now, engine, mem),
-            Some(Built::Client(c)) => App::<M>::shutdown(c, now, engine, mem),
+            Some(Built::Server(s)) => App::<M>::shutdown(s.as_mut(), now, engine, mem),
+            Some(Built::Client(c)) => App::<M>::shutdown(c.as_mut(), now, engine, mem),
             None => {}
         }
     }
 
     fn is_idle(&self) -> bool {
         match &self.built {
-            Some(Built::Server(s)) => App::<M>::is_idle(s),
-            Some(Built::Client(c)) => App::<M>::is_idle(c),
+            Some(Built::Server(s)) => App::<M>::is_idle(s.as_ref()),
+            Some(Built::Client(c)) => App::<M>::is_idle(c.as_ref()),
             None => true,
         }
     }

@@ -70,7 +70,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .map_err(|e| fail(e.to_string()))?;
     let n = cpus.len();
     let memory = memory_mode(&cfg, n)?;
-    let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory.clone());
+    let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
     args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
     args.main_cpus = if cfg.cores.control.is_empty() {
         online.iter().map(|&c| c as usize).collect()
@@ -175,7 +175,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
                 offset: 0,
                 len: sc.required_arena_bytes(),
             };
-            let app = Deferred::new(Kind::Server(sc.clone()), arena, Arc::clone(&shared));
+            let app = Deferred::new(Kind::Server(*sc), arena, Arc::clone(&shared));
             c.control
                 .call(
                     0,

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration as StdDuration;
 
 /// The listening socket (removed when dropped).
+#[derive(Debug)]
 pub struct StatsServer {
     listener: UnixListener,
     path: PathBuf,
@@ -98,6 +99,8 @@ mod tests {
         let path = dir.join("s.sock");
         let server = StatsServer::bind(&path).expect("bind");
         assert!(StatsServer::bind(&path).unwrap_err().contains("in use"));
+        // The probe connection of the in-use check is answered (and ignored) first.
+        server.serve(&mut |_| String::new());
         let p2 = path.clone();
         let client = std::thread::spawn(move || query(&p2, true));
         let mut asked = None;

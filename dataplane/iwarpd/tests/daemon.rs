@@ -1,0 +1,241 @@
+//! The daemon as operators meet it: bad configuration, a missing port, a busy memif socket,
+//! no hugepages, signals, a memif peer that goes away first, and the two-daemon memif demo.
+//! Each case runs the real `iwarpd` binary (DPDK, root) and checks its exit status and its
+//! one clear message. The cases run one after another (one test), because every daemon
+//! takes a CPU of this small machine.
+
+use std::path::Path;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").leak()
+}
+
+fn iwarpd(args: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.current_dir(root()).args(args);
+    c
+}
+
+fn run(args: &[&str]) -> Output {
+    iwarpd(args).output().expect("run iwarpd")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn expect_fail(args: &[&str], code: i32, needle: &str) {
+    let o = run(args);
+    let t = text(&o);
+    assert_eq!(o.status.code(), Some(code), "iwarpd {args:?}: {t}");
+    assert!(
+        t.contains(needle),
+        "iwarpd {args:?}: expected `{needle}` in: {t}"
+    );
+    assert!(!t.contains("panicked"), "iwarpd {args:?} panicked: {t}");
+}
+
+fn wait_exit(child: &mut Child, within: Duration) -> Option<std::process::ExitStatus> {
+    let end = Instant::now() + within;
+    while Instant::now() < end {
+        if let Ok(Some(s)) = child.try_wait() {
+            return Some(s);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+fn signal(child: &Child, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status();
+}
+
+/// Starts a daemon in `run` mode and waits until its stats socket answers.
+fn start(name: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["--name", name, "--log-level", "warn"];
+    args.extend_from_slice(extra);
+    let mut child = iwarpd(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iwarpd");
+    for _ in 0..200 {
+        if run(&["--name", name, "stats"]).status.success() {
+            return child;
+        }
+        if let Ok(Some(s)) = child.try_wait() {
+            let o = child.wait_with_output().expect("output");
+            panic!("daemon {name} exited early ({s}): {}", text(&o));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    signal(&child, "-KILL");
+    panic!("daemon {name} did not come up");
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+#[test]
+fn operator_facing_behaviour() {
+    let id = std::process::id();
+    // Configuration errors: exit 2, the offending field named, nothing started.
+    expect_fail(
+        &["--set", "port.0.mtu=70000", "check-config"],
+        2,
+        "port[0].mtu",
+    );
+    expect_fail(
+        &["--set", "tcp.rto_min_ms=5", "check-config"],
+        2,
+        "did you mean",
+    );
+    expect_fail(
+        &["--set", "port.0.ipv4=\"300.1.1.1\"", "check-config"],
+        2,
+        "port[0].ipv4",
+    );
+    expect_fail(
+        &["--config", "/nonexistent.toml", "check-config"],
+        2,
+        "/nonexistent.toml",
+    );
+    let ok = run(&["check-config"]);
+    assert!(
+        ok.status.success(),
+        "the defaults must validate: {}",
+        text(&ok)
+    );
+    assert!(run(&["--help"]).status.success());
+    assert!(text(&run(&["--help-config"])).contains("delayed_ack_us"));
+    if !is_root() {
+        eprintln!("not root: the DPDK cases are skipped");
+        return;
+    }
+    // A port that does not exist: one message, exit 1.
+    expect_fail(
+        &[
+            "--name",
+            &format!("t-nodev-{id}"),
+            "--device",
+            "0000:99:1f.7",
+            "--core",
+            "0",
+        ],
+        1,
+        "0000:99:1f.7",
+    );
+    expect_fail(
+        &[
+            "--name",
+            &format!("t-noif-{id}"),
+            "--device",
+            "net_af_packet0,iface=nosuchif0",
+            "--core",
+            "0",
+            "--set",
+            "port.0.checksum=\"software\"",
+        ],
+        1,
+        "port[0].device",
+    );
+    // More hugepages than reserved with eal.hugepages = "required": a clear refusal.
+    expect_fail(
+        &[
+            "--name",
+            &format!("t-huge-{id}"),
+            "--core",
+            "0",
+            "--set",
+            "eal.hugepages=\"required\"",
+            "--set",
+            "port.0.mbufs=2000000",
+        ],
+        1,
+        "hugepages",
+    );
+    // Without hugepages (eal.hugepages = "off"): runs, and stops on SIGTERM with exit 0.
+    let sock_a = format!("/run/iwarpd/t-{id}-a.memif");
+    let dev_a = format!("net_memif0,role=server,socket={sock_a}");
+    let name_a = format!("t-a-{id}");
+    let mut a = start(
+        &name_a,
+        &[
+            "--core",
+            "1",
+            "--device",
+            &dev_a,
+            "--set",
+            "eal.hugepages=\"off\"",
+        ],
+    );
+    // A second server on the same memif socket: busy, one message, exit 1.
+    expect_fail(
+        &[
+            "--name",
+            &format!("t-busy-{id}"),
+            "--core",
+            "0",
+            "--device",
+            &dev_a,
+        ],
+        1,
+        "in use",
+    );
+    // A memif client joins, then dies with SIGKILL while both poll: the server survives.
+    let dev_b = format!("net_memif0,role=client,socket={sock_a}");
+    let mut b = start(
+        &format!("t-b-{id}"),
+        &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&b, "-KILL");
+    let _ = b.wait();
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        a.try_wait().expect("try_wait").is_none(),
+        "the server died with its memif peer"
+    );
+    assert!(run(&["--name", &name_a, "stats"]).status.success());
+    signal(&a, "-TERM");
+    let st = wait_exit(&mut a, Duration::from_secs(20)).expect("SIGTERM: the daemon did not stop");
+    let o = a.wait_with_output().expect("output");
+    assert!(st.success(), "exit after SIGTERM: {st}: {}", text(&o));
+    assert!(
+        text(&o).contains("iterations"),
+        "final counters printed at exit: {}",
+        text(&o)
+    );
+}
+
+#[test]
+fn memif_demo_moves_verified_data() {
+    if !is_root() {
+        eprintln!("not root: skipped");
+        return;
+    }
+    let o = Command::new("bash")
+        .arg(root().join("scripts/demo-memif.sh"))
+        .env("IWARPD", BIN)
+        .output()
+        .expect("demo");
+    let t = text(&o);
+    assert!(o.status.success(), "demo-memif.sh failed:\n{t}");
+    assert!(t.contains("6 passed") || t.contains("7 passed"), "{t}");
+}
