@@ -5,7 +5,10 @@ It plays the MPA Initiator over the kernel's TCP: connects, sends an MPA Request
 CRC requested, the RFC 6581 enhanced-setup flag and IRD/ORD) whose private data is a load
 generator hello, reads the MPA Reply and checks it, then closes with a FIN. With --bad-hello
 it sends private data the daemon must reject and checks that the Reply carries the Reject
-flag. Exit status 0 only if every handshake of --count succeeded.
+flag. With --split N the Request goes out in N-byte pieces, one TCP segment each (TCP_NODELAY,
+a short pause between them), so that loss and reordering on the path exercise the daemon's
+TCP reassembly and its MPA parser on a Request that arrives in pieces. Exit status 0 only if
+every handshake of --count succeeded.
 """
 import argparse
 import socket
@@ -40,11 +43,21 @@ def request(index, bad):
     return KEY_REQ + bytes([FLAG_CRC | FLAG_ENHANCED, 2]) + struct.pack(">H", len(pd)) + pd
 
 
-def handshake(host, port, index, bad, timeout):
+def send_request(s, req, split):
+    if split <= 0:
+        s.sendall(req)
+        return
+    s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    for at in range(0, len(req), split):
+        s.sendall(req[at:at + split])
+        time.sleep(0.002)
+
+
+def handshake(host, port, index, bad, timeout, split):
     t0 = time.monotonic()
     s = socket.create_connection((host, port), timeout=timeout)
     s.settimeout(timeout)
-    s.sendall(request(index, bad))
+    send_request(s, request(index, bad), split)
     hdr = recv_exact(s, 20)
     key, flags, rev, pd_len = hdr[:16], hdr[16], hdr[17], struct.unpack(">H", hdr[18:20])[0]
     pd = recv_exact(s, pd_len) if pd_len else b""
@@ -72,17 +85,22 @@ def handshake(host, port, index, bad, timeout):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("host")
     ap.add_argument("port", type=int)
     ap.add_argument("--count", type=int, default=5)
     ap.add_argument("--timeout", type=float, default=20.0)
     ap.add_argument("--bad-hello", action="store_true")
+    ap.add_argument("--split", type=int, default=0, metavar="BYTES",
+                    help="send the Request in pieces of this many bytes (0: one write)")
     a = ap.parse_args()
+    if a.count < 1 or a.timeout <= 0 or a.split < 0:
+        ap.error("--count must be >= 1, --timeout > 0 and --split >= 0")
     ok = 0
     for i in range(a.count):
         try:
-            dt, flags, pd_len = handshake(a.host, a.port, i, a.bad_hello, a.timeout)
+            dt, flags, pd_len = handshake(a.host, a.port, i, a.bad_hello, a.timeout, a.split)
             ok += 1
             print(f"mpa handshake {i}: ok in {dt * 1000:.1f} ms (reply flags {flags:#04x}, "
                   f"private data {pd_len} B{', rejected as expected' if a.bad_hello else ''})")
