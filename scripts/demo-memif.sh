@@ -24,7 +24,7 @@ common=(--set "tcp.delayed_ack_us=0")
 srv_pid=
 cleanup() {
   if [ -n "$srv_pid" ] && kill -0 "$srv_pid" 2>/dev/null; then kill -INT "$srv_pid" 2>/dev/null || true; sleep 2; kill -9 "$srv_pid" 2>/dev/null || true; fi
-  rm -rf "$tmp"
+  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
 }
 trap cleanup EXIT
 ncpu=$(nproc)
@@ -32,6 +32,7 @@ srv_cpu=$(( ncpu > 1 ? 1 : 0 )); cli_cpu=0
 
 "$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core "$srv_cpu" \
   --device "net_memif0,role=server,socket=$sock" "${common[@]}" --log-level warn \
+  --capture "$tmp/server.pcap" --set capture.snaplen=256 \
   > "$tmp/server.out" 2> "$tmp/server.err" &
 srv_pid=$!
 for _ in $(seq 100); do
@@ -79,5 +80,21 @@ if [ "$src" -eq 0 ]; then pass=$((pass + 1)); echo "server: orderly shutdown, ex
 else fail=$((fail + 1)); echo "server: exit $src"; tail -20 "$tmp/server.err"; fi
 mism=$( (grep -oE '[0-9]+ mismatches' "$tmp/server.err" || true) | awk '{s+=$1} END {print s+0}')
 [ "$mism" -eq 0 ] || { fail=$((fail + 1)); echo "server: $mism verify mismatches"; }
+# The server's capture, decoded by Wireshark's iWARP dissectors: one MPA Request and Reply
+# per connection, and RDMA traffic.
+if command -v tshark >/dev/null 2>&1; then
+  opts=(--disable-heuristic rpcrdma_iwarp --disable-heuristic smb_direct_iwarp
+        -o tcp.try_heuristic_first:TRUE -o tcp.desegment_tcp_streams:TRUE)
+  tshark -r "$tmp/server.pcap" "${opts[@]}" > "$tmp/server.txt" 2>/dev/null || true
+  req=$(grep -c 'MPA Request Frame' "$tmp/server.txt" || true)
+  rep=$(grep -c 'MPA Reply Frame' "$tmp/server.txt" || true)
+  ddp=$(grep -c 'DDP/RDMA' "$tmp/server.txt" || true)
+  conns=$(( 6 * qps ))
+  if [ "$req" -eq "$conns" ] && [ "$rep" -eq "$conns" ] && [ "$ddp" -gt 0 ]; then
+    pass=$((pass + 1)); echo "capture: $(wc -l < "$tmp/server.txt") frames; tshark: $req MPA Requests, $rep Replies, $ddp DDP/RDMA frames"
+  else
+    fail=$((fail + 1)); echo "capture: tshark found $req MPA Requests, $rep Replies (expected $conns each), $ddp DDP/RDMA frames"
+  fi
+fi
 echo "demo-memif: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

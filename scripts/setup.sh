@@ -12,6 +12,7 @@ command -v iperf3 >/dev/null 2>&1 || need+=(iperf3)
 command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
+command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
 [ -e /usr/lib/llvm-14/lib/libclang.so ] || ls /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then

@@ -2,8 +2,9 @@
 //!
 //! Receive bursts into a fixed array and frees the mbufs in bulk; multi-segment frames
 //! are gathered into a per-queue scratch buffer (or dropped and counted when larger than
-//! it). Transmit keeps one spare mbuf so an offer that sends nothing costs nothing, and
-//! batches frames up to a bound; what the device does not take stays queued.
+//! it). Transmit takes its buffers from the pool in bulk into a small stash (an offer that
+//! sends nothing keeps its buffer, so it costs nothing), and batches frames up to a bound;
+//! what the device does not take stays queued.
 
 use std::ffi::c_int;
 use std::sync::atomic::Ordering;
@@ -22,6 +23,8 @@ pub const RX_BURST_MAX: usize = 64;
 pub const TX_BURST: usize = 32;
 /// Most frames held for transmission (device back-pressure included).
 pub const TX_BATCH_MAX: usize = 256;
+/// Transmit buffers taken from the pool at once (one pool call per this many frames).
+pub const TX_ALLOC_BULK: usize = 32;
 
 /// Per-queue counters, plain fields read by the owning core.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -61,7 +64,9 @@ pub struct PortQueue {
     tx: Box<[*mut sys::rte_mbuf; TX_BATCH_MAX]>,
     tx_lens: Box<[u32; TX_BATCH_MAX]>,
     tx_count: usize,
-    spare: *mut sys::rte_mbuf,
+    /// Free transmit buffers taken from the pool in bulk; the last one is offered next.
+    stash: [*mut sys::rte_mbuf; TX_ALLOC_BULK],
+    stash_len: usize,
     scratch: Box<[u8]>,
     /// Counters of this queue.
     pub counters: QueueCounters,
@@ -104,7 +109,8 @@ impl PortQueue {
             tx: Box::new([std::ptr::null_mut(); TX_BATCH_MAX]),
             tx_lens: Box::new([0; TX_BATCH_MAX]),
             tx_count: 0,
-            spare: std::ptr::null_mut(),
+            stash: [std::ptr::null_mut(); TX_ALLOC_BULK],
+            stash_len: 0,
             scratch: vec![0u8; caps.frame_len_max].into_boxed_slice(),
             counters: QueueCounters::default(),
         }
@@ -216,16 +222,35 @@ impl PortQueue {
         offload::checksums_ok(frame)
     }
 
-    fn alloc_spare(&mut self) -> bool {
-        if self.spare.is_null() {
-            // SAFETY: valid pool; returns a reset mbuf or NULL.
-            self.spare = unsafe { sys::shim_pktmbuf_alloc(self.pool.as_ptr()) };
-            if self.spare.is_null() {
-                self.counters.alloc_failures += 1;
-                return false;
+    /// The next free transmit buffer (kept until a frame is queued in it), refilling
+    /// the stash in bulk, or one at a time when the pool runs low; None if the pool is
+    /// empty.
+    fn spare(&mut self) -> Option<*mut sys::rte_mbuf> {
+        if self.stash_len == 0 {
+            let pool = self.pool.as_ptr();
+            // SAFETY: valid pool; the stash has room for TX_ALLOC_BULK pointers, which
+            // are all written on success and none on failure.
+            let ok = unsafe {
+                sys::shim_pktmbuf_alloc_bulk(
+                    pool,
+                    self.stash.as_mut_ptr(),
+                    TX_ALLOC_BULK as std::ffi::c_uint,
+                )
+            } == 0;
+            if ok {
+                self.stash_len = TX_ALLOC_BULK;
+            } else {
+                // SAFETY: valid pool; returns a reset mbuf or NULL.
+                let m = unsafe { sys::shim_pktmbuf_alloc(pool) };
+                if m.is_null() {
+                    self.counters.alloc_failures += 1;
+                    return None;
+                }
+                self.stash[0] = m;
+                self.stash_len = 1;
             }
         }
-        true
+        Some(self.stash[self.stash_len - 1])
     }
 }
 
@@ -270,10 +295,9 @@ impl FrameIo for PortQueue {
                 return TxOutcome::NoBuffer;
             }
         }
-        if !self.alloc_spare() {
+        let Some(m) = self.spare() else {
             return TxOutcome::NoBuffer;
-        }
-        let m = self.spare;
+        };
         // SAFETY: m is our freshly allocated (or unused spare) mbuf: one segment, no data.
         let (data, room) = unsafe {
             let room = usize::from(sys::shim_pktmbuf_tailroom(m)).min(self.caps.frame_len_max);
@@ -309,7 +333,7 @@ impl FrameIo for PortQueue {
             (*m).data_len = len as u16;
             (*m).pkt_len = len as u32;
         }
-        self.spare = std::ptr::null_mut();
+        self.stash_len -= 1;
         self.tx[self.tx_count] = m;
         self.tx_lens[self.tx_count] = len as u32;
         self.tx_count += 1;
@@ -353,13 +377,13 @@ impl FrameIo for PortQueue {
 
 impl Drop for PortQueue {
     fn drop(&mut self) {
-        // SAFETY: the pending and spare mbufs are ours and never handed to the device.
+        // SAFETY: the pending and stashed mbufs are ours and never handed to the device.
         unsafe {
             if self.tx_count > 0 {
                 sys::shim_pktmbuf_free_bulk(self.tx.as_mut_ptr(), self.tx_count as u32);
             }
-            if !self.spare.is_null() {
-                sys::shim_pktmbuf_free(self.spare);
+            if self.stash_len > 0 {
+                sys::shim_pktmbuf_free_bulk(self.stash.as_mut_ptr(), self.stash_len as u32);
             }
             if self.guard_slot >= 0 {
                 sys::shim_guard_slot_release(self.guard_slot);

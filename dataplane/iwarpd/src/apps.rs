@@ -50,6 +50,7 @@ pub struct Deferred {
     built: Option<Built>,
     shared: Shared,
     published_at: Option<Instant>,
+    last_conns: (u64, u64, u64, u32),
     done: bool,
 }
 
@@ -62,6 +63,7 @@ impl Deferred {
             built: None,
             shared,
             published_at: None,
+            last_conns: (0, 0, 0, 0),
             done: false,
         }
     }
@@ -92,7 +94,7 @@ impl Deferred {
         }
     }
 
-    fn publish(&mut self, now: Instant) {
+    fn publish(&mut self, now: Instant, force: bool) {
         match &self.built {
             Some(Built::Client(c)) if c.finished() && !self.done => {
                 self.done = true;
@@ -101,13 +103,18 @@ impl Deferred {
                 }
             }
             Some(Built::Server(s)) => {
+                // Publish when a connection came or went (cheap to compare), and at least
+                // every SERVER_PUBLISH_INTERVAL for the byte counts.
+                let r = *s.report();
+                let changed = (r.accepted, r.served, r.failed, r.active) != self.last_conns;
                 let due = self
                     .published_at
                     .is_none_or(|t| now.saturating_since(t) >= SERVER_PUBLISH_INTERVAL);
-                if due {
+                if changed || due || force {
                     self.published_at = Some(now);
-                    if let Ok(mut r) = self.shared.lock() {
-                        r.server = Some(*s.report());
+                    self.last_conns = (r.accepted, r.served, r.failed, r.active);
+                    if let Ok(mut shared) = self.shared.lock() {
+                        shared.server = Some(r);
                     }
                 }
             }
@@ -134,7 +141,7 @@ impl<M: Memory> App<M> for Deferred {
             Some(Built::Client(c)) => App::<M>::poll(c.as_mut(), now, engine, mem),
             None => {}
         }
-        self.publish(now);
+        self.publish(now, false);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -147,6 +154,7 @@ impl<M: Memory> App<M> for Deferred {
 
     fn shutdown(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
         self.kind = None;
+        self.publish(now, true);
         match &mut self.built {
             Some(Built::Server(s)) => App::<M>::shutdown(s.as_mut(), now, engine, mem),
             Some(Built::Client(c)) => App::<M>::shutdown(c.as_mut(), now, engine, mem),

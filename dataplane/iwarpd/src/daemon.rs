@@ -63,11 +63,20 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
     }
+    // Everything the command line asks for is checked before DPDK starts.
+    let client_spec = loadgen
+        .as_ref()
+        .map(|a| crate::loadgen::client_spec(a, &cfg))
+        .transpose()
+        .map_err(|message| Failure { message, code: 2 })?;
     let online = iwarp_config::daemon::online_cpus();
     let cpus = cfg
         .cores
         .dataplane_cpus(&online)
-        .map_err(|e| fail(e.to_string()))?;
+        .map_err(|e| Failure {
+            message: e.to_string(),
+            code: 2,
+        })?;
     let n = cpus.len();
     let memory = memory_mode(&cfg, n)?;
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
@@ -127,11 +136,6 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .max()
         .unwrap_or(1514);
     let mesh = ForwardMesh::new(n, 1024, frame_len);
-    let client_spec = loadgen
-        .as_ref()
-        .map(|a| crate::loadgen::client_spec(a, &cfg))
-        .transpose()
-        .map_err(fail)?;
     let server_cfg = server_config(&cfg);
     let mut cores = Vec::with_capacity(n);
     for core in 0..n {

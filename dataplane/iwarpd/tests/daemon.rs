@@ -239,3 +239,84 @@ fn memif_demo_moves_verified_data() {
     assert!(o.status.success(), "demo-memif.sh failed:\n{t}");
     assert!(t.contains("6 passed") || t.contains("7 passed"), "{t}");
 }
+
+#[test]
+fn two_cores_per_daemon_share_the_qps_without_forwarding() {
+    if !is_root() || std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+        eprintln!("not root or a single CPU: skipped");
+        return;
+    }
+    let id = std::process::id();
+    let sock = format!("/run/iwarpd/t-{id}-mc.memif");
+    let name_a = format!("t-mc-a-{id}");
+    let dev_a = format!("net_memif0,role=server,socket={sock}");
+    let mut a = start(
+        &name_a,
+        &[
+            "--config",
+            "config/examples/memif-server.toml",
+            "--core",
+            "0,1",
+            "--device",
+            &dev_a,
+        ],
+    );
+    let dev_b = format!("net_memif0,role=client,socket={sock}");
+    let o = run(&[
+        "--config",
+        "config/examples/memif-client.toml",
+        "--name",
+        &format!("t-mc-b-{id}"),
+        "--core",
+        "0,1",
+        "--device",
+        &dev_b,
+        "--log-level",
+        "warn",
+        "loadgen",
+        "--peer",
+        "198.18.0.1:7000",
+        "--op",
+        "write",
+        "--size",
+        "4K",
+        "--qps",
+        "8",
+        "--depth",
+        "4",
+        "--seconds",
+        "1",
+        "--warmup-seconds",
+        "0",
+        "--verify",
+    ]);
+    let t = text(&o);
+    let stats = text(&run(&["--name", &name_a, "stats", "--json"]));
+    signal(&a, "-INT");
+    let st = wait_exit(&mut a, Duration::from_secs(20)).expect("the server did not stop");
+    assert!(o.status.success(), "loadgen over two cores: {t}");
+    assert!(t.contains("verify mismatches 0"), "{t}");
+    assert!(st.success());
+    // Both server cores hold connections (each client core opened its QPs with local ports
+    // that hash to itself; the symmetric hash gives the same owner on the server), and no
+    // frame had to be forwarded between cores.
+    let established = json_values(&stats, "conns_established");
+    assert!(established.len() >= 3, "per-core counters missing: {stats}");
+    assert!(
+        established[1..].iter().all(|&n| n > 0),
+        "a core got no connection: {established:?} in {stats}"
+    );
+    let forwarded = json_values(&stats, "forwarded_out");
+    assert!(
+        forwarded.iter().all(|&n| n == 0),
+        "frames were forwarded: {forwarded:?}"
+    );
+}
+
+/// Every value of `"key":N` in a JSON text, in order.
+fn json_values(json: &str, key: &str) -> Vec<u64> {
+    json.split(&format!("\"{key}\":"))
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}

@@ -9,9 +9,13 @@
 //! Phases: `Connecting` (at most `max_connecting` connects in flight; traffic starts on
 //! each QP as soon as it is established) → `Running` (from the moment every connect
 //! resolved: `warmup`, then the window of `duration`) → `Draining` (no new WRs; the
-//! outstanding ones complete, bounded by `drain_timeout`) → `Closing` (graceful
-//! disconnect of every QP, bounded by `close_timeout`, then RST) → `Done` (every verbs
-//! object released).
+//! outstanding ones complete and the server has nothing more to send, bounded by
+//! `drain_timeout`) → `Closing` (graceful disconnect of every QP, bounded by
+//! `close_timeout`, then RST) → `Done` (every verbs object released). An orderly
+//! shutdown drains too before it closes.
+//!
+//! A graceful close needs both ends quiet (`client_close.rs` says why and how). How
+//! each QP's connection ended is in [`Report::close`].
 
 use iwarp_proto::{CmError, ConnectParams, Engine, Event, PrivateData};
 use iwarp_rdma::mem::MrAttr;
@@ -24,6 +28,9 @@ use crate::proto::{AcceptInfo, Hello, Op, RejectReason};
 use crate::report::Report;
 use crate::res::{conn_slot, qp_slot, CqSet, SlotMap};
 use crate::spec::{Arena, ClientSpec, Layout, SetupError};
+
+#[path = "client_close.rs"]
+mod close;
 
 /// Completions taken from a CQ per `poll_cq` call.
 pub const CQ_BATCH: usize = 64;
@@ -394,60 +401,6 @@ impl LoadgenClient {
         self.measure_end = self.measure_start + self.spec.duration;
     }
 
-    fn begin_closing(&mut self, now: Instant) {
-        self.report.seconds = self.window_seconds(now);
-        self.phase = Phase::Closing;
-        self.cursor = 0;
-        self.deadline = now + self.spec.close_timeout;
-    }
-
-    /// Disconnects up to [`CLOSE_STEP`] QPs; after the close timeout, resets the rest.
-    fn close_step(&mut self, now: Instant, engine: &mut Engine) {
-        let timed_out = now >= self.deadline;
-        let end = (self.cursor + CLOSE_STEP).min(self.spec.qps);
-        for i in self.cursor as usize..end as usize {
-            let q = &mut self.qps[i];
-            match q.state {
-                QpPhase::Idle => {
-                    q.state = QpPhase::Closed;
-                    self.closed += 1;
-                }
-                QpPhase::Up | QpPhase::Connecting => {
-                    if engine.disconnect(now, q.qp).is_ok() {
-                        q.state = QpPhase::Closing;
-                    } else {
-                        q.state = QpPhase::Closed;
-                        self.closed += 1;
-                    }
-                }
-                QpPhase::Closing | QpPhase::Closed => {}
-            }
-        }
-        self.cursor = end;
-        if timed_out && self.cursor >= self.spec.qps {
-            for q in self.qps.iter_mut() {
-                if q.state == QpPhase::Closing {
-                    let _ = engine.abort(now, q.qp);
-                    q.state = QpPhase::Closed;
-                    self.closed += 1;
-                }
-            }
-        }
-    }
-
-    /// Releases every verbs object (the run is over).
-    fn release(&mut self, engine: &mut Engine) {
-        let r = engine.rnic_mut();
-        for q in &self.qps {
-            let _ = r.destroy_qp(q.qp);
-        }
-        if let Some(m) = self.mr.take() {
-            let _ = r.dealloc_stag(m);
-        }
-        self.cqs.destroy(r);
-        let _ = r.dealloc_pd(self.pd);
-    }
-
     fn on_established<M: Memory>(
         &mut self,
         now: Instant,
@@ -490,26 +443,6 @@ impl LoadgenClient {
             return;
         }
         self.fill(now, engine, mem, i);
-    }
-
-    /// The connection of QP `i` ended (failed, rejected or disconnected).
-    fn on_closed(&mut self, i: usize) {
-        let phase = self.phase;
-        let q = &mut self.qps[i];
-        match q.state {
-            QpPhase::Closed => return,
-            QpPhase::Up if phase < Phase::Closing => self.report.errors.qp_lost += 1,
-            QpPhase::Connecting => self.connecting = self.connecting.saturating_sub(1),
-            _ => {}
-        }
-        let in_flight = q.next_seq - q.done_seq;
-        self.outstanding = self.outstanding.saturating_sub(in_flight);
-        q.done_seq = q.next_seq;
-        q.state = QpPhase::Closed;
-        if let Some(c) = q.conn.take() {
-            self.conn_map.remove(c.0);
-        }
-        self.closed += 1;
     }
 
     fn owns_cq(&self, cq: iwarp_types::CqId) -> bool {
@@ -564,6 +497,7 @@ impl<M: Memory> App<M> for LoadgenClient {
                 };
                 // Completions of the QP still in the CQ are taken before it is gone.
                 self.poll_cqs(now, engine, mem);
+                self.record_close(engine, i as usize);
                 self.on_closed(i as usize);
                 true
             }
@@ -572,8 +506,10 @@ impl<M: Memory> App<M> for LoadgenClient {
                     let Some(i) = self.qp_map.get(qp.0) else {
                         return false;
                     };
+                    // After the window, how the close went is in the close stats.
                     let routine = crate::server::routine_async(ev.kind)
-                        || self.qps[i as usize].state != QpPhase::Up;
+                        || self.qps[i as usize].state != QpPhase::Up
+                        || self.phase >= Phase::Draining;
                     if !routine {
                         self.report.errors.async_events += 1;
                     }
@@ -619,11 +555,11 @@ impl<M: Memory> App<M> for LoadgenClient {
             }
         }
         if self.phase == Phase::Running && now >= self.measure_end {
-            self.report.seconds = self.window_seconds(now);
-            self.phase = Phase::Draining;
-            self.deadline = now + self.spec.drain_timeout;
+            self.begin_draining(now);
         }
-        if self.phase == Phase::Draining && (self.outstanding == 0 || now >= self.deadline) {
+        if self.phase == Phase::Draining
+            && ((self.outstanding == 0 && self.quiet_step()) || now >= self.deadline)
+        {
             self.begin_closing(now);
         }
         if self.phase < Phase::Closing
@@ -652,6 +588,16 @@ impl<M: Memory> App<M> for LoadgenClient {
             } else {
                 self.measure_end
             }),
+            // The quiet check stopped at its per-poll bound, not at a QP that waits.
+            Phase::Draining
+                if self.outstanding == 0
+                    && self
+                        .qps
+                        .get(self.cursor as usize)
+                        .is_some_and(|q| !q.server_owes(self.spec.op, self.spec.depth)) =>
+            {
+                Some(self.last_now)
+            }
             Phase::Draining => Some(self.deadline),
             Phase::Closing if self.cursor < self.spec.qps => Some(self.last_now),
             Phase::Closing => Some(self.deadline),
@@ -660,11 +606,12 @@ impl<M: Memory> App<M> for LoadgenClient {
     }
 
     fn shutdown(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
-        let _ = mem;
-        if self.phase < Phase::Closing {
+        let _ = (engine, mem);
+        if self.phase < Phase::Draining {
+            // Connects not issued yet never will be; those in flight are closed once
+            // they resolve. What is outstanding drains first: a graceful close.
             self.next_connect = self.spec.qps;
-            self.begin_closing(now);
-            self.close_step(now, engine);
+            self.begin_draining(now);
         }
     }
 

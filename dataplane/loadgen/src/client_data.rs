@@ -243,7 +243,7 @@ impl LoadgenClient {
             return;
         }
         if cqe.status != WcStatus::Success {
-            let closing = q.state != QpPhase::Up || self.phase >= Phase::Closing;
+            let closing = q.state != QpPhase::Up || self.phase >= Phase::Draining;
             if !(cqe.status == WcStatus::Flushed && closing) {
                 self.report.errors.completions[cqe.status as usize] += 1;
             }

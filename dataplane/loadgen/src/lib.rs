@@ -20,6 +20,12 @@
 //! every older WR of its QP (successful WRs retire in order). Latency is sampled on
 //! signaled WRs, from `post_send` to the `poll` that found the completion (verified
 //! WRITEs: to the server's ack).
+//!
+//! Close: a run ends with a graceful close on every QP (FIN both ways, no RST, no
+//! Terminate). The client disconnects only when neither end has anything in flight: its
+//! own WRs completed and, for SENDs, the server's last credits arrived (see
+//! [`client`]); how each connection ended is in [`Report::close`] ([`CloseStats`]), and a
+//! close that was not graceful counts as an error.
 #![forbid(unsafe_code)]
 
 pub mod client;
@@ -39,6 +45,6 @@ pub use client::{LoadgenClient, Phase, CQ_BATCH};
 pub use histogram::Histogram;
 pub use pattern::Mismatch;
 pub use proto::{Op, RejectReason};
-pub use report::{ErrorCounts, MismatchLog, Report, ServerReport, SetupStats};
+pub use report::{CloseStats, ErrorCounts, MismatchLog, Report, ServerReport, SetupStats};
 pub use server::LoadgenServer;
 pub use spec::{Arena, ClientSpec, ServerConfig, SetupError, DEFAULT_PORT};

@@ -19,6 +19,14 @@ pub const REJECT_HEADER_LEN: usize = 8;
 /// Bytes of a [`CtlMsg`] (one credit, check or ack SEND).
 pub const CTL_LEN: usize = 16;
 
+/// SENDs a server consumes before it returns their credits in one [`CtlMsg::Credit`]
+/// (a QP of `depth` receives). Fewer consumed are kept until the count is reached, so
+/// once every credit message arrived a client holds more than `depth - credit_batch`
+/// credits: it then knows the server has nothing more to send (and may close).
+pub fn credit_batch(depth: u32) -> u32 {
+    (depth / 2).max(1)
+}
+
 /// The operation a client drives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

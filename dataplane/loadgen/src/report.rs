@@ -67,6 +67,9 @@ pub struct ErrorCounts {
     /// Messages whose data did not match the pattern (checked by the client for READ,
     /// reported back by the server for WRITE and SEND).
     pub verify_mismatches: u64,
+    /// QPs the client closed whose close was not graceful (reset, Terminate, or aborted
+    /// after the close timeout); details in [`Report::close`].
+    pub bad_close: u64,
 }
 
 impl ErrorCounts {
@@ -86,6 +89,7 @@ impl ErrorCounts {
             + self.post_failed
             + self.protocol
             + self.verify_mismatches
+            + self.bad_close
     }
 
     fn merge(&mut self, o: &ErrorCounts) {
@@ -101,6 +105,39 @@ impl ErrorCounts {
         self.post_failed += o.post_failed;
         self.protocol += o.protocol;
         self.verify_mismatches += o.verify_mismatches;
+        self.bad_close += o.bad_close;
+    }
+}
+
+/// How the client's established connections ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CloseStats {
+    /// Graceful: FIN both ways, both acknowledged, nothing outstanding (the QP went back
+    /// to Idle).
+    pub graceful: u64,
+    /// Ended by a reset, a timeout, a Terminate or a Bad Close (the QP went to Error).
+    pub reset: u64,
+    /// The graceful close did not finish within the close timeout: the client reset the
+    /// connection itself.
+    pub aborted: u64,
+    /// Terminate messages the client's QPs sent.
+    pub terminates_sent: u64,
+    /// Terminate messages the client's QPs received.
+    pub terminates_received: u64,
+}
+
+impl CloseStats {
+    /// Connections that did not end gracefully.
+    pub fn unclean(&self) -> u64 {
+        self.reset + self.aborted
+    }
+
+    fn merge(&mut self, o: &CloseStats) {
+        self.graceful += o.graceful;
+        self.reset += o.reset;
+        self.aborted += o.aborted;
+        self.terminates_sent += o.terminates_sent;
+        self.terminates_received += o.terminates_received;
     }
 }
 
@@ -153,6 +190,8 @@ pub struct Report {
     pub setup: SetupStats,
     /// Errors.
     pub errors: ErrorCounts,
+    /// How the connections ended.
+    pub close: CloseStats,
     /// The first mismatches the client found itself (READ verify).
     pub mismatches: MismatchLog,
 }
@@ -172,6 +211,7 @@ impl Report {
             latency: Histogram::new(),
             setup: SetupStats::default(),
             errors: ErrorCounts::default(),
+            close: CloseStats::default(),
             mismatches: MismatchLog::default(),
         }
     }
@@ -211,6 +251,7 @@ impl Report {
         self.setup.window_ns = self.setup.window_ns.max(o.setup.window_ns);
         self.setup.latency.merge(&o.setup.latency);
         self.errors.merge(&o.errors);
+        self.close.merge(&o.close);
         self.mismatches.merge(&o.mismatches);
     }
 
@@ -225,7 +266,7 @@ impl Report {
              \"latency_us\":{{\"p50\":{:.3},\"p90\":{:.3},\"p99\":{:.3},\"p999\":{:.3},\"max\":{:.3},\"samples\":{}}},\
              \"setup\":{{\"established\":{},\"window_s\":{:.6},\"rate_per_sec\":{:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"max_us\":{:.3}}},\
              \"errors\":{{\"connect_failed\":{},\"rejected\":{},\"bad_accept\":{},\"qp_lost\":{},\
-             \"completion_errors\":{},\"async_events\":{},\"post_failed\":{},\"protocol\":{},\"verify_mismatches\":{}",
+             \"completion_errors\":{},\"async_events\":{},\"post_failed\":{},\"protocol\":{},\"verify_mismatches\":{},\"bad_close\":{}",
             self.op,
             self.size,
             self.qps,
@@ -257,6 +298,7 @@ impl Report {
             e.post_failed,
             e.protocol,
             e.verify_mismatches,
+            e.bad_close,
         );
         let _ = write!(s, ",\"completions_by_status\":{{");
         let mut first = true;
@@ -266,7 +308,13 @@ impl Report {
                 first = false;
             }
         }
-        s.push_str("}},\"mismatches\":[");
+        let c = &self.close;
+        let _ = write!(
+            s,
+            "}}}},\"close\":{{\"graceful\":{},\"reset\":{},\"aborted\":{},\"terminates_sent\":{},\"terminates_received\":{}}}",
+            c.graceful, c.reset, c.aborted, c.terminates_sent, c.terminates_received
+        );
+        s.push_str(",\"mismatches\":[");
         for (i, m) in self.mismatches.iter().enumerate() {
             let _ = write!(
                 s,
@@ -334,10 +382,21 @@ impl fmt::Display for Report {
             self.setup.latency.quantile(0.5) as f64 / 1000.0,
             self.setup.latency.quantile(0.99) as f64 / 1000.0
         )?;
+        let c = &self.close;
+        writeln!(
+            f,
+            "  close: {} of {} connections graceful (FIN both ways), {} reset, {} aborted after the close timeout; Terminates {} sent, {} received",
+            c.graceful,
+            c.graceful + c.unclean(),
+            c.reset,
+            c.aborted,
+            c.terminates_sent,
+            c.terminates_received
+        )?;
         let e = &self.errors;
         write!(
             f,
-            "  errors: connect failed {}, rejected {}, bad accept {}, QPs lost {}, error completions {}, async events {}, post failed {}, protocol {}, verify mismatches {}",
+            "  errors: connect failed {}, rejected {}, bad accept {}, QPs lost {}, error completions {}, async events {}, post failed {}, protocol {}, verify mismatches {}, bad closes {}",
             e.connect_failed,
             e.rejected,
             e.bad_accept,
@@ -346,7 +405,8 @@ impl fmt::Display for Report {
             e.async_events,
             e.post_failed,
             e.protocol,
-            e.verify_mismatches
+            e.verify_mismatches,
+            e.bad_close
         )?;
         if let Some(r) = e.reject_reason {
             write!(f, " (first reject: {r})")?;

@@ -9,7 +9,7 @@ use super::{
     KIND_DATA_RX, SLOT_MASK,
 };
 use crate::pattern;
-use crate::proto::{CtlMsg, CTL_LEN};
+use crate::proto::{credit_batch, CtlMsg, CTL_LEN};
 
 impl LoadgenServer {
     pub(super) fn poll_cqs<M: Memory>(&mut self, engine: &mut Engine, mem: &mut M) {
@@ -195,7 +195,7 @@ impl LoadgenServer {
             if s.tx_free == 0 || s.phase == ConnPhase::Free {
                 return;
             }
-            let batch = (s.hello.depth / 2).max(1);
+            let batch = credit_batch(s.hello.depth);
             let msg = if s.ack_len > 0 {
                 let Some(b) = s.buffer else { return };
                 let a = self.acks[(b * depth + s.ack_head) as usize];

@@ -319,7 +319,9 @@ impl Listeners {
     }
 }
 
-/// Picks local ports for active opens from an ephemeral range, round-robin.
+/// Picks local ports for active opens from an ephemeral range, round-robin from a start
+/// chosen by a secret (RFC 6056 section 3.3.2's spirit: a restarted host does not reuse the
+/// same ports in the same order, and an off-path attacker cannot guess the next one).
 #[derive(Clone, Debug)]
 pub struct PortAllocator {
     min: u16,
@@ -334,6 +336,17 @@ impl PortAllocator {
             min,
             max,
             next: min,
+        }
+    }
+
+    /// Ports in `min..=max`, the search starting at a point derived from `seed`.
+    pub fn with_seed(min: u16, max: u16, seed: u64) -> PortAllocator {
+        let span = u64::from(max.saturating_sub(min)) + 1;
+        let offset = (seed % span) as u16;
+        PortAllocator {
+            min,
+            max,
+            next: min.saturating_add(offset).min(max),
         }
     }
 
@@ -450,6 +463,8 @@ mod tests {
 
     #[test]
     fn ports_round_robin_with_filter() {
+        let s = PortAllocator::with_seed(100, 103, 6);
+        assert_eq!(s.next, 102, "the start follows the seed");
         let mut p = PortAllocator::new(100, 103);
         assert_eq!(p.choose(|_| true), Some(100));
         assert_eq!(p.choose(|x| x % 2 == 1), Some(101));

@@ -2,6 +2,7 @@
 //! error tallies, and QPs by state. Plain integers updated on the fast path (one core owns
 //! the engine, so no atomics); the dataplane copies them out for the control plane.
 
+use iwarp_tcp::TcpCounters;
 use iwarp_types::QpState;
 
 /// Why an inbound or outbound frame was dropped.
@@ -92,8 +93,23 @@ pub struct Counters {
     pub tcp_rsts_sent: u64,
     /// RSTs received on a connection.
     pub tcp_rsts_received: u64,
-    /// TCP retransmissions reported by the connections.
+    /// TCP data segments retransmitted (any cause), counted as they leave.
     pub tcp_retransmissions: u64,
+    /// TCP retransmission timer expirations (data or SYN outstanding).
+    pub tcp_rto_expirations: u64,
+    /// TCP loss recoveries entered by duplicate ACKs or SACK (fast retransmit).
+    pub tcp_fast_retransmits: u64,
+    /// TCP duplicate ACKs received.
+    pub tcp_dup_acks: u64,
+    /// TCP retransmission timeouts found spurious (the peer had the data: RFC 3522
+    /// detection by timestamps) and undone.
+    pub tcp_spurious_rtos: u64,
+    /// In-order TCP payload bytes MPA refused (no staging buffer free in the pool): not
+    /// acknowledged, so the peer sends them again.
+    pub tcp_rx_refused_bytes: u64,
+    /// ACKs not sent in answer to unacceptable segments (rate limit,
+    /// `invalid_ack_interval_ms`).
+    pub tcp_invalid_acks_suppressed: u64,
     /// Connections lost to retransmission or keepalive timeouts.
     pub tcp_timeouts: u64,
     /// Connections opened (active and passive, reaching Established).
@@ -121,6 +137,18 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Adds what one segment's input changed in a connection's TCP counters.
+    #[inline]
+    pub(crate) fn take_tcp_input(&mut self, before: &TcpCounters, after: &TcpCounters) {
+        self.tcp_fast_retransmits += after.fast_retransmits.wrapping_sub(before.fast_retransmits);
+        self.tcp_dup_acks += after.dup_acks.wrapping_sub(before.dup_acks);
+        self.tcp_spurious_rtos += after.spurious_rtos.wrapping_sub(before.spurious_rtos);
+        self.tcp_rx_refused_bytes += after.rx_refused_bytes.wrapping_sub(before.rx_refused_bytes);
+        self.tcp_invalid_acks_suppressed += after
+            .invalid_acks_suppressed
+            .wrapping_sub(before.invalid_acks_suppressed);
+    }
+
     /// Counts one drop.
     #[inline]
     pub fn drop(&mut self, reason: DropReason) {

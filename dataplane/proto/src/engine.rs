@@ -63,8 +63,6 @@ pub(crate) struct Core {
     pub(crate) qp_conns: QpConns,
     pub(crate) events: VecDeque<Event>,
     pub(crate) counters: Counters,
-    /// Retransmissions of connections already removed.
-    pub(crate) retired_retransmits: u64,
     /// Connections that may have something to send (slots; one entry each).
     pub(crate) ready: ReadyList,
     /// Connections that could not queue a frame while their next hop is resolved.
@@ -179,13 +177,25 @@ impl Engine {
         let core = Core {
             iface: Iface::new(&cfg),
             listeners: Listeners::new(cfg.max_listeners),
-            ports: PortAllocator::new(cfg.ephemeral_port_min, cfg.ephemeral_port_max),
+            ports: PortAllocator::with_seed(
+                cfg.ephemeral_port_min,
+                cfg.ephemeral_port_max,
+                u64::from_le_bytes([
+                    cfg.isn_secret[0],
+                    cfg.isn_secret[1],
+                    cfg.isn_secret[2],
+                    cfg.isn_secret[3],
+                    cfg.isn_secret[4],
+                    cfg.isn_secret[5],
+                    cfg.isn_secret[6],
+                    cfg.isn_secret[7],
+                ]) ^ cfg.stag_seed,
+            ),
             isn: IsnGenerator::new(cfg.isn_secret),
             rnic,
             qp_conns: QpConns::with_capacity_and_hasher(qps, Default::default()),
             events: VecDeque::with_capacity(cfg.event_queue_len),
             counters: Counters::default(),
-            retired_retransmits: 0,
             ready: ReadyList::new(cfg.max_conns),
             arp_wait: ReadyList::new(cfg.max_conns),
             timers: TimerHeap::new(cfg.max_conns),
@@ -217,15 +227,12 @@ impl Engine {
             }
         }
         self.core.counters.qps_by_state = by_state;
-        let mut retransmits = self.core.retired_retransmits;
-        let mut pos = 0;
-        while let Some(id) = self.conns.live_at(pos) {
-            pos += 1;
-            if let Some(c) = self.conns.get(id) {
-                retransmits += c.tcp.counters().retransmits;
-            }
-        }
-        self.core.counters.tcp_retransmissions = retransmits;
+        &self.core.counters
+    }
+
+    /// The counters without refreshing the QPs-by-state snapshot (left as the last
+    /// [`Engine::counters`] call made it): O(1), for frequent publication.
+    pub fn counters_fast(&self) -> &Counters {
         &self.core.counters
     }
 
@@ -371,7 +378,9 @@ impl Engine {
                 mem,
             };
             let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool);
+            let before = *conn.tcp.counters();
             conn.tcp.handle_segment(now, &seg, &mut TcpRx(rx));
+            core.counters.take_tcp_input(&before, conn.tcp.counters());
             core.counters.conn_visits += 1;
             core.service(now, id, conn);
             core.touch(id, conn);
@@ -446,7 +455,9 @@ impl Engine {
             if due(conn.tcp.poll_timeout()) {
                 let rtos = conn.tcp.counters().rto_expirations;
                 conn.tcp.handle_timeout(now);
-                if conn.tcp.counters().rto_expirations != rtos {
+                let fired = conn.tcp.counters().rto_expirations.wrapping_sub(rtos);
+                core.counters.tcp_rto_expirations += fired;
+                if fired != 0 {
                     core.iface
                         .suspect_neighbour(now, conn.next_hop, &mut core.counters);
                 }

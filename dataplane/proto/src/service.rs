@@ -29,18 +29,17 @@ fn rtr_kind(t: Option<RtrType>) -> Option<RtrKind> {
 impl Core {
     /// Processes everything the layers of `conn` reported.
     pub(crate) fn service(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
+        // FPDUs the input acknowledged retire before the QP hears of a FIN the same
+        // segment carried: a peer's FIN acknowledges everything it received, and the QP
+        // judges the close by what is still outstanding (an empty SQ and IRQ is a clean
+        // close, anything else a Bad LLP Close with a Terminate).
+        self.release_acked(conn);
         self.tcp_events(now, id, conn);
         self.mpa_events(now, id, conn);
         if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
             // The inbound RTR needs nothing more from us: MPA opens its gate on the first
             // FPDU received. Clear the one-shot flag.
             let _ = self.rnic.qp_take_rtr_received(qp);
-            let rnic = &mut self.rnic;
-            conn.mpa.released_pooled(
-                conn.tcp.acked_offset(),
-                |d| rnic.qp_ulpdu_acked(qp, &d),
-                &mut self.mpa_pool,
-            );
             for _ in 0..LLP_REQUESTS_MAX {
                 match self.rnic.qp_poll_llp_request(qp) {
                     // The FIN must follow whatever the QP still has to send (a Terminate
@@ -60,6 +59,20 @@ impl Core {
         // Idle (Closing) or Error (Terminate) now and can be reused at once.
         if conn.qp_ready && conn.tcp.state() == TcpState::TimeWait {
             self.detach_qp(id, conn, LlpEvent::Closed);
+        }
+    }
+
+    /// Gives the QP back the descriptors of FPDUs TCP has acknowledged (their WRs
+    /// complete).
+    #[inline]
+    fn release_acked(&mut self, conn: &mut Conn) {
+        if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
+            let rnic = &mut self.rnic;
+            conn.mpa.released_pooled(
+                conn.tcp.acked_offset(),
+                |d| rnic.qp_ulpdu_acked(qp, &d),
+                &mut self.mpa_pool,
+            );
         }
     }
 
@@ -377,7 +390,6 @@ impl Core {
     /// A connection left the table: release what it held and tell the caller.
     pub(crate) fn retire(&mut self, id: ConnId, mut conn: Conn) {
         self.counters.conns_closed += 1;
-        self.retired_retransmits += conn.tcp.counters().retransmits;
         if let Some(port) = conn.backlog_port {
             self.listeners.release_slot(port);
         }

@@ -102,9 +102,11 @@ impl Engine {
                 mpa: conn.mpa.tx_pooled(&mut src, &mut core.mpa_pool),
                 sent_max: &mut conn.tx_sent_max,
             };
+            let rexmits = conn.tcp.counters().retransmits;
             let Some(n) = conn.tcp.poll_transmit(now, &mut tx, &mut buf[L4_OFFSET..]) else {
                 break None;
             };
+            core.counters.tcp_retransmissions += conn.tcp.counters().retransmits - rexmits;
             let remote = conn.remote_ip();
             core.counters.tcp_segments_out += 1;
             match mac {

@@ -63,7 +63,7 @@ impl Default for CoreConfig {
     fn default() -> CoreConfig {
         CoreConfig {
             index: 0,
-            rx_burst: 32,
+            rx_burst: 64,
             tx_frames_max: 64,
             forward_burst: 32,
             commands_per_iteration: 8,
@@ -218,6 +218,8 @@ pub struct Core<M: Memory> {
     pub(crate) stats: Arc<CoreStats>,
     pub(crate) loop_counters: CorePlain,
     pub(crate) next_publish: Instant,
+    /// When the engines' QPs-by-state census is next refreshed.
+    pub(crate) next_census: Instant,
     /// QPs created through control commands: (port index, QP).
     pub(crate) owned_qps: HashSet<(usize, QpId)>,
     /// Established QPs no control command created (apps').
@@ -227,6 +229,10 @@ pub struct Core<M: Memory> {
     pub(crate) finished: bool,
     pub(crate) cqe_scratch: [Cqe; CQE_BATCH_MAX],
 }
+
+/// Least time between two QPs-by-state censuses of the published counters (each walks
+/// every QP of the engine).
+pub const QP_CENSUS_INTERVAL: Duration = Duration::from_millis(100);
 
 pub(crate) const BLANK_CQE: Cqe = Cqe {
     wr_id: 0,
@@ -304,6 +310,7 @@ impl<M: Memory> Core<M> {
             capture: links.capture,
             loop_counters: CorePlain::default(),
             next_publish: Instant::ZERO,
+            next_census: Instant::ZERO,
             owned_qps: HashSet::with_capacity(cfg.max_control_qps),
             app_live_qps: 0,
             pending: Vec::with_capacity(cfg.max_pending_conns),
@@ -380,7 +387,7 @@ impl<M: Memory> Core<M> {
 
     /// Publishes the counters and returns them (after `run`, or in tests).
     pub fn final_snapshot(&mut self, now: Instant) -> Snapshot {
-        self.publish(now);
+        self.publish_with(now, true);
         self.stats.snapshot()
     }
 
@@ -425,11 +432,27 @@ impl<M: Memory> Core<M> {
         work
     }
 
-    /// Copies every counter into the published atomics.
+    /// Copies every counter into the published atomics. The engines' QPs-by-state
+    /// census walks every QP, so it is refreshed at most every [`QP_CENSUS_INTERVAL`]
+    /// (and on `Snapshot` commands and at exit); the rest is O(1) per port.
     pub(crate) fn publish(&mut self, now: Instant) {
+        let census = now >= self.next_census;
+        if census {
+            self.next_census = now + QP_CENSUS_INTERVAL;
+        }
+        self.publish_with(now, census);
+    }
+
+    /// [`Core::publish`] with the QP census refreshed or not.
+    pub(crate) fn publish_with(&mut self, now: Instant, census: bool) {
         for p in &mut self.ports {
             let conns = p.engine.conn_count();
-            p.counters.take_engine(p.engine.counters(), conns);
+            let e = if census {
+                p.engine.counters()
+            } else {
+                p.engine.counters_fast()
+            };
+            p.counters.take_engine(e, conns);
         }
         self.loop_counters.apps = self.apps.iter().flatten().count() as u64;
         let qps = self.owned_qps.len() as u64 + self.app_live_qps;

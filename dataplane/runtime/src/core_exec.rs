@@ -35,7 +35,7 @@ impl<M: Memory> Core<M> {
         // Commands that do not need a port.
         match cmd.op {
             Op::Snapshot => {
-                self.publish(now);
+                self.publish_with(now, true);
                 return Ok(Done::Ok);
             }
             Op::Shutdown { grace_ms } => {

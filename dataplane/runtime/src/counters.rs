@@ -119,6 +119,18 @@ counter_set! {
         tcp_segments_out,
         /// TCP retransmissions.
         tcp_retransmissions,
+        /// TCP retransmission timer expirations.
+        tcp_rto_expirations,
+        /// TCP fast retransmits (loss recoveries entered on duplicate ACKs or SACK).
+        tcp_fast_retransmits,
+        /// TCP duplicate ACKs received.
+        tcp_dup_acks,
+        /// TCP retransmission timeouts found spurious and undone.
+        tcp_spurious_rtos,
+        /// In-order TCP payload bytes MPA refused (no staging buffer): not acknowledged.
+        tcp_rx_refused_bytes,
+        /// ACKs to unacceptable segments suppressed by the rate limit.
+        tcp_invalid_acks_suppressed,
         /// TCP checksum errors.
         tcp_checksum_errors,
         /// RSTs sent.
@@ -208,6 +220,12 @@ impl PortCounters {
         c.tcp_segments_in = e.tcp_segments_in;
         c.tcp_segments_out = e.tcp_segments_out;
         c.tcp_retransmissions = e.tcp_retransmissions;
+        c.tcp_rto_expirations = e.tcp_rto_expirations;
+        c.tcp_fast_retransmits = e.tcp_fast_retransmits;
+        c.tcp_dup_acks = e.tcp_dup_acks;
+        c.tcp_spurious_rtos = e.tcp_spurious_rtos;
+        c.tcp_rx_refused_bytes = e.tcp_rx_refused_bytes;
+        c.tcp_invalid_acks_suppressed = e.tcp_invalid_acks_suppressed;
         c.tcp_checksum_errors = e.tcp_checksum_errors;
         c.tcp_rsts_sent = e.tcp_rsts_sent;
         c.tcp_rsts_received = e.tcp_rsts_received;

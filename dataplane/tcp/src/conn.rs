@@ -118,6 +118,9 @@ pub struct TcpCounters {
     pub fast_retransmits: u64,
     /// Retransmission timer expirations.
     pub rto_expirations: u64,
+    /// Retransmission timeouts found spurious by the timestamp echo of the first ACK
+    /// after them (RFC 3522) and undone (RFC 4015).
+    pub spurious_rtos: u64,
     /// Duplicate ACKs received.
     pub dup_acks: u64,
     /// Out-of-order segments (or parts) dropped for lack of buffer or ranges.
@@ -141,6 +144,16 @@ pub struct TcpCounters {
     pub invalid_acks_suppressed: u64,
     /// Out-of-order FINs remembered until the data before them arrived.
     pub ooo_fins: u64,
+}
+
+/// What a retransmission timeout changed, kept to undo it if it proves spurious.
+#[derive(Clone, Debug)]
+pub(crate) struct RtoUndo {
+    /// Our timestamp clock at the timeout: every retransmission after it carries a
+    /// TSval at least this, so an echo below it acknowledges an original transmission.
+    pub(crate) tsval: u32,
+    /// The congestion state before the timeout.
+    pub(crate) cc: CongestionControl,
 }
 
 /// A TCP connection built for MPA. See the module documentation for the call order.
@@ -206,6 +219,9 @@ pub struct TcpConn {
     pub(crate) rtt: RttEstimator,
     pub(crate) rtt_probe: Option<(u64, Instant)>,
     pub(crate) cc: CongestionControl,
+    /// Set by the first retransmission timeout of a series (timestamps on): what to
+    /// restore if the first ACK after it shows the peer had the data (RFC 3522/4015).
+    pub(crate) rto_undo: Option<RtoUndo>,
     pub(crate) scoreboard: Scoreboard,
     pub(crate) segmap: SegMap,
     pub(crate) ooo: OooBuffer,
@@ -287,6 +303,7 @@ impl TcpConn {
             rtt: RttEstimator::new(cfg.rto_ms_initial, cfg.rto_ms_min, cfg.rto_ms_max),
             rtt_probe: None,
             cc: CongestionControl::new(cfg.congestion, cfg.initial_cwnd_segments, mss),
+            rto_undo: None,
             scoreboard: Scoreboard::new(cfg.sack_max_ranges),
             segmap: SegMap::new(cfg.max_inflight_segments),
             // Data beyond the receive window is trimmed: no use holding more.

@@ -319,6 +319,7 @@ impl TcpConn {
     fn on_new_ack(&mut self, now: Instant, seg: &TcpSegment<'_>, data_acked: u64) {
         let new_una = (self.snd_una + data_acked).min(self.snd_max);
         let acked = new_una - self.snd_una;
+        self.undo_spurious_rto(seg);
         self.snd_una = new_una;
         if self.snd_nxt < new_una {
             self.snd_nxt = new_una;
@@ -389,6 +390,30 @@ impl TcpConn {
             self.lost_end = self.lost_end.max(self.scoreboard.highest().unwrap_or(0));
         }
         self.maybe_enter_recovery();
+    }
+
+    /// The first ACK of new data after a retransmission timeout: if its timestamp echo
+    /// is older than the timeout, it acknowledges an original transmission, so the
+    /// timeout was spurious (RFC 3522, e.g. the peer or the path stalled without losing
+    /// anything). Then the congestion state is restored and sending resumes after the
+    /// highest sequence sent instead of going back over data the peer has (RFC 4015).
+    fn undo_spurious_rto(&mut self, seg: &TcpSegment<'_>) {
+        let Some(undo) = self.rto_undo.take() else {
+            return;
+        };
+        let Some((_, tsecr)) = seg.options.timestamp else {
+            return;
+        };
+        if tsecr == 0 || (tsecr.wrapping_sub(undo.tsval) as i32) >= 0 {
+            return;
+        }
+        self.counters.spurious_rtos += 1;
+        self.cc = undo.cc;
+        self.snd_nxt = self.snd_max;
+        if self.fin_off.is_some() {
+            // The FIN went with the originals; only a real loss resends it.
+            self.fin_pending = false;
+        }
     }
 
     /// Folds the segment's SACK blocks into the scoreboard (validated against what was

@@ -54,6 +54,8 @@ mod tests_open_close;
 mod tests_pmtu;
 #[cfg(test)]
 mod tests_robust;
+#[cfg(test)]
+mod tests_spurious_rto;
 
 pub use config::{Congestion, KeepaliveConfig, TcpConfig};
 pub use conn::{RxSink, TcpConn, TcpCounters, TcpEvent, TcpState, TxSource};

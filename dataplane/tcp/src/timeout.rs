@@ -3,7 +3,7 @@
 
 use iwarp_types::{Duration, Instant};
 
-use crate::conn::{TcpConn, TcpEvent, TcpState};
+use crate::conn::{RtoUndo, TcpConn, TcpEvent, TcpState};
 use crate::timer::Timer;
 
 impl TcpConn {
@@ -64,6 +64,12 @@ impl TcpConn {
         self.rto_retries += 1;
         let mss = self.eff_mss();
         let flight = self.snd_max - self.snd_una;
+        if self.rto_retries == 1 && self.ts_ok {
+            self.rto_undo = Some(RtoUndo {
+                tsval: self.ts_now(now),
+                cc: self.cc.clone(),
+            });
+        }
         self.cc.on_rto(flight, mss, self.rto_retries == 1);
         self.rtt.back_off();
         // Go back to snd.una; SACK information is discarded (RFC 2018 section 8).

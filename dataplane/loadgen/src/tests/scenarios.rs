@@ -387,6 +387,10 @@ fn a_server_serves_two_clients_one_after_another() {
     assert_eq!(both.messages, r1.messages + r2.messages);
 }
 
+/// Both daemons stop at once while WRITEs stream: everything ends (no hang), the server
+/// releases both connections. The close cannot be graceful: the server's FIN reaches QPs
+/// with WRITEs still in flight (a Bad LLP Close), and the client's report says so. (A
+/// client stopped alone closes gracefully: `close.rs`.)
 #[test]
 fn shutdown_closes_a_running_client_and_server() {
     let sp = ClientSpec {
@@ -406,9 +410,11 @@ fn shutdown_closes_a_running_client_and_server() {
     App::<VecMemory>::shutdown(&mut s, now, &mut net.b.eng, &mut net.b.mem);
     run(&mut net, &mut c, &mut s);
     let r = c.report();
-    assert_eq!(r.errors.total(), 0, "{r}");
+    assert_eq!(r.errors.total(), r.errors.bad_close, "{r}");
+    assert_eq!(r.errors.bad_close, r.close.unclean(), "{r}");
+    assert_eq!(r.close.graceful + r.close.unclean(), 2, "{r}");
     assert!(r.messages > 0, "{r}");
-    assert_eq!(s.report().served, 2);
+    assert_eq!((s.report().served, s.report().active), (2, 0));
 }
 
 #[test]
