@@ -1,7 +1,7 @@
-//! Orderly shutdown of a core: apps told, listeners closed, every established QP
-//! disconnected (FIN once its SQ drained), pending connections rejected or closed; the
-//! loop runs until nothing is left (TIME_WAIT aside) or the grace period ends, then the
-//! rest is reset.
+//! Orderly shutdown of a core: apps told (they close their own QPs), listeners closed,
+//! every established QP of the control plane disconnected (FIN once its SQ drained),
+//! pending connections rejected or closed; the loop runs until nothing is left (TIME_WAIT
+//! aside) or the grace period ends, then the rest is reset.
 
 use iwarp_proto::PrivateData;
 use iwarp_types::{Duration, Instant, Memory};
@@ -28,9 +28,13 @@ impl<M: Memory> Core<M> {
                 p.engine.unlisten(tcp_port);
             }
             p.listening.clear();
-            for &qp in p.live.keys() {
-                // A QP already closing refuses; nothing to do then.
-                let _ = p.engine.disconnect(now, qp);
+            // The control plane's QPs are closed here; apps close their own (they drain
+            // first: in-flight WRs and the peer's last messages), until the deadline.
+            for (&qp, &(_, owned)) in &p.live {
+                if owned {
+                    // A QP already closing refuses; nothing to do then.
+                    let _ = p.engine.disconnect(now, qp);
+                }
             }
         }
         self.close_pending(now, false);
