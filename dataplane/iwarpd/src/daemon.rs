@@ -70,13 +70,10 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .transpose()
         .map_err(|message| Failure { message, code: 2 })?;
     let online = iwarp_config::daemon::online_cpus();
-    let cpus = cfg
-        .cores
-        .dataplane_cpus(&online)
-        .map_err(|e| Failure {
-            message: e.to_string(),
-            code: 2,
-        })?;
+    let cpus = cfg.cores.dataplane_cpus(&online).map_err(|e| Failure {
+        message: e.to_string(),
+        code: 2,
+    })?;
     let n = cpus.len();
     let memory = memory_mode(&cfg, n)?;
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
@@ -348,8 +345,15 @@ fn launch_core(
     let server_bytes = server.map(|s| s.required_arena_bytes()).unwrap_or(0);
     mem.add_arena(usize::try_from(server_bytes).unwrap_or(0));
     mem.add_arena(usize::try_from(client_arena.unwrap_or(0)).unwrap_or(0));
+    let burst = cfg
+        .ports
+        .iter()
+        .map(|p| usize::from(p.burst))
+        .max()
+        .unwrap_or(64);
     let core_cfg = CoreConfig {
         index: core,
+        rx_burst: burst.clamp(1, iwarp_dpdk::queue::RX_BURST_MAX),
         default_grace_ms: cfg.daemon.shutdown_grace_ms,
         max_control_qps: cfg.limits.max_qps as usize,
         ..CoreConfig::default()
