@@ -14,8 +14,8 @@ cd "$(dirname "$0")/.."
 runs=${BENCH_RUNS:-3}
 secs=${BENCH_SECONDS:-5}
 mtu=${BENCH_MTU:-9000}
-qps_big=${BENCH_QPS_BIG:-2}; depth_big=${BENCH_DEPTH_BIG:-16}
-qps_small=${BENCH_QPS_SMALL:-8}; depth_small=${BENCH_DEPTH_SMALL:-64}
+qps_big=${BENCH_QPS_BIG:-8}; depth_big=${BENCH_DEPTH_BIG:-16}
+qps_small=${BENCH_QPS_SMALL:-32}; depth_small=${BENCH_DEPTH_SMALL:-64}
 scale_qps=${BENCH_SCALE_QPS:-0}
 if [ -z "${IWARPD:-}" ]; then
   cargo build --release -q -p iwarpd

@@ -28,7 +28,7 @@ const SERVER_ARENA: RegionId = RegionId(0);
 /// Arena of the load generator client in each core's memory.
 pub const CLIENT_ARENA: RegionId = RegionId(1);
 /// Target buffers of a load generator server per core.
-const SERVER_BUFFERS: u32 = 16;
+const SERVER_BUFFERS: u32 = 64;
 /// How long a port may take to come up before the load generator gives up.
 const LINK_WAIT: StdDuration = StdDuration::from_secs(15);
 
