@@ -141,16 +141,21 @@ pub enum FrameClass {
         /// Destination port.
         dst_port: u16,
     },
-    /// ARP: handled by every core of the port.
+    /// An ARP reply (or any ARP but a request): every core of the port learns from it
+    /// (each engine has its own ARP cache).
     Arp,
-    /// Anything else (ICMP, malformed, other protocols): handled where it was received
-    /// (the engine answers or drops and counts it).
+    /// Anything else (an ARP request, ICMP, malformed, other protocols): handled where it
+    /// was received (the engine answers or drops and counts it). An ARP request is answered
+    /// once, by the core that received it; copying it to every core would make every core
+    /// answer.
     Local,
 }
 
 const ETHERTYPE_IPV4: u16 = 0x0800;
 const ETHERTYPE_ARP: u16 = 0x0806;
 const ETH_HEADER_LEN: usize = 14;
+/// ARP operation "request" (RFC 826), at bytes 20..22 of the frame.
+const ARP_OP_REQUEST: [u8; 2] = [0, 1];
 const IPPROTO_TCP: u8 = 6;
 
 /// Classifies an Ethernet frame. Never fails: what cannot be parsed is [`FrameClass::Local`].
@@ -159,6 +164,7 @@ pub fn classify(frame: &[u8]) -> FrameClass {
         return FrameClass::Local;
     };
     match u16::from_be_bytes([eth[0], eth[1]]) {
+        ETHERTYPE_ARP if frame.get(20..22) == Some(&ARP_OP_REQUEST[..]) => FrameClass::Local,
         ETHERTYPE_ARP => FrameClass::Arp,
         ETHERTYPE_IPV4 => classify_ipv4(&frame[ETH_HEADER_LEN..]),
         _ => FrameClass::Local,
@@ -428,7 +434,10 @@ mod tests {
         let mut arp = vec![0u8; 42];
         arp[12] = 0x08;
         arp[13] = 0x06;
+        arp[21] = 2; // reply
         assert_eq!(classify(&arp), FrameClass::Arp);
+        arp[21] = 1; // request: answered once, where it arrived
+        assert_eq!(classify(&arp), FrameClass::Local);
         assert_eq!(classify(&f[..36]), FrameClass::Local, "ports cut off");
         assert_eq!(classify(&[]), FrameClass::Local);
         let mut opts = tcp_frame([1, 2, 3, 4], [5, 6, 7, 8], 10, 20);
@@ -458,7 +467,10 @@ mod tests {
         let mut arp = vec![0u8; 42];
         arp[12] = 0x08;
         arp[13] = 0x06;
+        arp[21] = 2; // reply: every core learns
         assert_eq!(s.route(1, &arp), Route::AllCores);
+        arp[21] = 1; // request: only the receiving core answers
+        assert_eq!(s.route(1, &arp), Route::Here);
         assert_eq!(Steering::single(3).route(3, &arp), Route::Here);
         assert!(Steering::new(&SYMMETRIC_RSS_KEY, 100, vec![0]).is_err());
         assert!(Steering::new(&SYMMETRIC_RSS_KEY, 128, vec![]).is_err());
