@@ -1,0 +1,96 @@
+//! The scatter/gather element of the slot ABI, and byte helpers shared by the slot
+//! codecs (native-endian fields at fixed offsets of a copied slot).
+
+use core::mem::{offset_of, size_of};
+
+use iwarp_types::{SgList, Sge, Stag, MAX_SGE};
+
+use crate::SlotError;
+
+/// One scatter/gather element in a work request slot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(C)]
+pub struct SgeSlot {
+    /// Tagged offset of the first byte.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local STag.
+    pub lkey: u32,
+}
+
+/// Size of [`SgeSlot`].
+pub(crate) const SGE_SLOT_SIZE: usize = size_of::<SgeSlot>();
+
+const _: () = assert!(SGE_SLOT_SIZE == 16);
+const _: () = assert!(offset_of!(SgeSlot, addr) == 0);
+const _: () = assert!(offset_of!(SgeSlot, length) == 8);
+const _: () = assert!(offset_of!(SgeSlot, lkey) == 12);
+
+pub(crate) fn put_u8(buf: &mut [u8], off: usize, v: u8) {
+    buf[off] = v;
+}
+
+pub(crate) fn put_u32(buf: &mut [u8], off: usize, v: u32) {
+    buf[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+}
+
+pub(crate) fn put_u64(buf: &mut [u8], off: usize, v: u64) {
+    buf[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+}
+
+pub(crate) fn get_u32(buf: &[u8], off: usize) -> u32 {
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&buf[off..off + 4]);
+    u32::from_ne_bytes(b)
+}
+
+pub(crate) fn get_u64(buf: &[u8], off: usize) -> u64 {
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&buf[off..off + 8]);
+    u64::from_ne_bytes(b)
+}
+
+/// `Err(NonZeroField(name))` unless `buf[range]` is all zero.
+pub(crate) fn check_zero(buf: &[u8], name: &'static str) -> Result<(), SlotError> {
+    if buf.iter().all(|&b| b == 0) {
+        Ok(())
+    } else {
+        Err(SlotError::NonZeroField(name))
+    }
+}
+
+/// Writes `sgl` as `MAX_SGE` [`SgeSlot`]s at `off` (unused entries zero).
+pub(crate) fn encode_sgl(buf: &mut [u8], off: usize, sgl: &SgList) {
+    for i in 0..MAX_SGE {
+        let sge = sgl.as_slice().get(i).copied().unwrap_or_default();
+        let o = off + i * SGE_SLOT_SIZE;
+        put_u64(buf, o + offset_of!(SgeSlot, addr), sge.addr);
+        put_u32(buf, o + offset_of!(SgeSlot, length), sge.length);
+        put_u32(buf, o + offset_of!(SgeSlot, lkey), sge.lkey.0);
+    }
+}
+
+/// Reads `num_sge` [`SgeSlot`]s at `off`; the unused entries must be zero.
+pub(crate) fn decode_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<SgList, SlotError> {
+    let n = num_sge as usize;
+    if n > MAX_SGE {
+        return Err(SlotError::TooManySge(num_sge));
+    }
+    let mut sgl = SgList::new();
+    for i in 0..n {
+        let o = off + i * SGE_SLOT_SIZE;
+        let sge = Sge {
+            addr: get_u64(buf, o + offset_of!(SgeSlot, addr)),
+            length: get_u32(buf, o + offset_of!(SgeSlot, length)),
+            lkey: Stag(get_u32(buf, o + offset_of!(SgeSlot, lkey))),
+        };
+        // Cannot fail: `n <= MAX_SGE`.
+        sgl.push(sge).map_err(|_| SlotError::TooManySge(num_sge))?;
+    }
+    check_zero(
+        &buf[off + n * SGE_SLOT_SIZE..off + MAX_SGE * SGE_SLOT_SIZE],
+        "unused sge",
+    )?;
+    Ok(sgl)
+}
