@@ -12,11 +12,12 @@
 //! completes when the last arrives; slots are reused in order.
 
 use iwarp_proto::Engine;
-use iwarp_types::{Cqe, Instant, Memory, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, WcStatus};
+use iwarp_types::{Cqe, Instant, Memory, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
 use crate::client::{LoadgenClient, Phase, QpPhase, CQ_BATCHES_PER_POLL};
 use crate::pattern;
 use crate::proto::{CtlMsg, Op, CTL_LEN};
+use crate::res::one_sge;
 
 const KIND_DATA: u64 = 0;
 const KIND_CHECK: u64 = 1;
@@ -58,7 +59,7 @@ impl LoadgenClient {
     fn post_ctl_receive(&mut self, engine: &mut Engine, i: usize, j: u64) -> bool {
         let wr = RecvWr {
             wr_id: wr_id(i, KIND_CTL_RX, j),
-            sgl: SgList::single(Sge {
+            sgl: one_sge(Sge {
                 addr: self.qp_base(i) + self.layout.ctl_rx + j * CTL_LEN as u64,
                 length: CTL_LEN as u32,
                 lkey: self.lkey,
@@ -158,7 +159,7 @@ impl LoadgenClient {
         let wr = SendWr {
             wr_id: wr_id(i, KIND_DATA, seq),
             op,
-            sgl: SgList::single(Sge {
+            sgl: one_sge(Sge {
                 addr: local,
                 length: size as u32,
                 lkey: self.lkey,
@@ -197,7 +198,7 @@ impl LoadgenClient {
             let wr = SendWr {
                 wr_id: wr_id(i, KIND_CHECK, seq),
                 op: SendOp::Send,
-                sgl: SgList::single(Sge {
+                sgl: one_sge(Sge {
                     addr: ctl,
                     length: CTL_LEN as u32,
                     lkey: self.lkey,

@@ -3,9 +3,22 @@
 //! QPs within the engine's per-CQ limit.
 
 use iwarp_rdma::Rnic;
-use iwarp_types::{CqId, VerbError};
+use iwarp_types::{CqId, SgList, Sge, VerbError};
 
 use crate::spec::SetupError;
+
+/// The empty SGL, copied by [`one_sge`].
+const EMPTY_SGL: SgList = SgList::new();
+
+/// An SGL of one element, built inline (one per posted WR on the data path;
+/// `SgList::single` is an out-of-line call in another crate).
+#[inline]
+pub(crate) fn one_sge(sge: Sge) -> SgList {
+    let mut l = EMPTY_SGL;
+    // An empty list always has room for one element.
+    let _ = l.push(sge);
+    l
+}
 
 /// A map from a 32-bit handle whose low bits name a slot (`slot(handle) < capacity`) to
 /// a `u32`; the full handle is compared, so a stale handle of a reused slot misses.

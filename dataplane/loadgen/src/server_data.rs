@@ -2,7 +2,7 @@
 //! checks and acks. No allocation here.
 
 use iwarp_proto::Engine;
-use iwarp_types::{Cqe, Memory, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, WcStatus};
+use iwarp_types::{Cqe, Memory, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
 use super::{
     wr_id, ConnPhase, LoadgenServer, PendingAck, CQ_BATCHES_PER_POLL, KIND_CTL_RX, KIND_CTL_TX,
@@ -10,6 +10,7 @@ use super::{
 };
 use crate::pattern;
 use crate::proto::{credit_batch, CtlMsg, CTL_LEN};
+use crate::res::one_sge;
 
 impl LoadgenServer {
     pub(super) fn poll_cqs<M: Memory>(&mut self, engine: &mut Engine, mem: &mut M) {
@@ -70,7 +71,7 @@ impl LoadgenServer {
         };
         let wr = RecvWr {
             wr_id: wr_id(c, s.gen, kind, k),
-            sgl: SgList::single(Sge {
+            sgl: one_sge(Sge {
                 addr,
                 length,
                 lkey: self.lkey,
@@ -245,7 +246,7 @@ impl LoadgenServer {
         let wr = SendWr {
             wr_id: wr_id(c, s.gen, KIND_CTL_TX, j),
             op: SendOp::Send,
-            sgl: SgList::single(Sge {
+            sgl: one_sge(Sge {
                 addr,
                 length: CTL_LEN as u32,
                 lkey: self.lkey,

@@ -263,6 +263,7 @@ impl<D> MpaConn<D> {
     }
 
     /// Queues one ULPDU of `ulpdu_len` octets (FPDU mode only).
+    #[inline]
     pub fn push_ulpdu(&mut self, desc: D, ulpdu_len: usize) -> Result<(), PushError<D>> {
         self.tx.push(desc, ulpdu_len)?;
         self.counters.fpdus_tx += 1;

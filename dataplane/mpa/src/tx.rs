@@ -216,6 +216,7 @@ impl<D> TxQueue<D> {
         emss.saturating_sub(overhead).min(self.ulpdu_max)
     }
 
+    #[inline]
     pub(crate) fn push(&mut self, desc: D, ulpdu_len: usize) -> Result<(), PushError<D>> {
         if !self.fpdu_mode {
             return Err(PushError::NotEstablished(desc));

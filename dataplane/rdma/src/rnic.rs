@@ -199,12 +199,31 @@ impl Rnic {
 
     /// Runs `f` on QP `qp` with the tables it needs; a completion that could not be queued
     /// moves the QP to Terminate with "CQ error" (verbs 4.5, 0x0207).
+    #[inline]
     pub(crate) fn with_qp<R>(
         &mut self,
         qp: QpId,
         arenas: Option<&dyn iwarp_types::Memory>,
         f: impl FnOnce(&mut Qp, &mut Ctx<'_>) -> R,
     ) -> Result<R, VerbError> {
+        let (q, mut ctx) = self.split_qp(qp, arenas).ok_or(VerbError::InvalidQp)?;
+        let r = f(q, &mut ctx);
+        if ctx.cq_error {
+            q.on_cq_error(&mut ctx);
+        }
+        Ok(r)
+    }
+
+    /// QP `qp` and the tables it works with, borrowed apart (what [`Rnic::with_qp`]
+    /// runs its closure with). The caller handles `cq_error` as `with_qp` does. Used
+    /// directly where a result passes through on the data path, so it is not wrapped
+    /// and copied once more.
+    #[inline]
+    pub(crate) fn split_qp<'a>(
+        &'a mut self,
+        qp: QpId,
+        arenas: Option<&'a dyn iwarp_types::Memory>,
+    ) -> Option<(&'a mut Qp, Ctx<'a>)> {
         let Rnic {
             qps,
             mem,
@@ -216,8 +235,8 @@ impl Rnic {
             remote_inv_shared_pd,
             ..
         } = self;
-        let q = qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
-        let mut ctx = Ctx {
+        let q = qps.get_mut(qp.0)?;
+        let ctx = Ctx {
             pds,
             remote_inv_shared_pd: *remote_inv_shared_pd,
             mem,
@@ -228,11 +247,7 @@ impl Rnic {
             arenas,
             cq_error: false,
         };
-        let r = f(q, &mut ctx);
-        if ctx.cq_error {
-            q.on_cq_error(&mut ctx);
-        }
-        Ok(r)
+        Some((q, ctx))
     }
 
     // --- Protection domains (verbs 9.2.2) ---

@@ -158,7 +158,7 @@ impl Rnic {
         if wr.flags.0 & !known != 0 {
             return Err(VerbError::InvalidModifier);
         }
-        q.sq.push(*wr);
+        q.sq.push(wr);
         Ok(())
     }
 
@@ -207,15 +207,20 @@ impl Rnic {
     /// The next DDP segment to send, at most `max_ulpdu_len` bytes, and its length.
     /// Priority: Terminate, the message in progress, Read Responses, then the SQ in post
     /// order (fences, ORD). `mem` gives arena lengths to Fast-Register WRs run on the way.
+    #[inline]
     pub fn qp_next_ulpdu(
         &mut self,
         qp: QpId,
         max_ulpdu_len: usize,
         mem: &dyn Memory,
     ) -> Option<(TxUlpdu, usize)> {
-        self.with_qp(qp, Some(mem), |q, ctx| q.next_ulpdu(ctx, max_ulpdu_len))
-            .ok()
-            .flatten()
+        // `with_qp` without its `Result` (the descriptor is not copied once more).
+        let (q, mut ctx) = self.split_qp(qp, Some(mem))?;
+        let r = q.next_ulpdu(&mut ctx, max_ulpdu_len);
+        if ctx.cq_error {
+            q.on_cq_error(&mut ctx);
+        }
+        r
     }
 
     /// Writes the bytes of `d` into `out` (exactly its ULPDU length), reading payload from

@@ -452,13 +452,20 @@ fn setup_errors_name_the_problem() {
 
 /// In-process message rate on this machine (both engines and both apps on one thread):
 /// printed, not asserted beyond sanity. `cargo test --release -p iwarp-loadgen wall_clock
-/// -- --nocapture` for a meaningful figure.
+/// -- --nocapture` for a meaningful figure. `LOADGEN_RATE_MS=N` runs N ms of virtual time
+/// (default 2) with 32 QPs (default 4): `perf stat -e instructions:u` of two durations,
+/// difference over the difference in messages, is the CPU work per WR of both sides
+/// (engines and apps), independent of the load on the machine.
 #[test]
 fn wall_clock_rate_of_64_byte_writes() {
-    let mut sp = spec(Op::Write, 64, 4, 64, false);
+    let ms = std::env::var("LOADGEN_RATE_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    let qps = if ms.is_some() { 32 } else { 4 };
+    let mut sp = spec(Op::Write, 64, qps, 64, false);
     sp.signal_every = 16;
-    sp.duration = Duration::from_millis(2);
-    let scfg = server_cfg(&sp, 4);
+    sp.duration = Duration::from_millis(ms.unwrap_or(2));
+    let scfg = server_cfg(&sp, qps);
     let mut net = net_for(&sp, &scfg);
     let mut s = server(&mut net, scfg);
     let mut c = client(&mut net, sp);

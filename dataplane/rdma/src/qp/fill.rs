@@ -6,6 +6,7 @@ use iwarp_types::{Memory, SendOp, Stag};
 use iwarp_wire::ddp::{Model, Repr};
 use iwarp_wire::rdmap::{Opcode, ReadRequest, ReadRequestRepr};
 
+use super::sq::SqEntry;
 use super::tx::{TxUlpdu, TxWhat};
 use super::{Qp, QN_READ, QN_SEND};
 use crate::ctx::Ctx;
@@ -25,6 +26,19 @@ impl Qp {
             self.counters.stale_fills += 1;
             return;
         }
+        if let TxWhat::Sq { seq } = d.what {
+            // The common case, in one lookup: a Send/Write segment whose sources were
+            // resolved at the STag table's current epoch (so still valid).
+            if let Some(e) = self.sq.get(seq) {
+                if e.locs_epoch == Some(ctx.mem.epoch()) {
+                    if !fill_sq(e, d, mem, out) {
+                        out.fill(0);
+                        self.counters.stale_fills += 1;
+                    }
+                    return;
+                }
+            }
+        }
         if !self.fill_source_still_valid(ctx, d) {
             // Zeros carry DDP version 0: the peer rejects the segment, places nothing.
             out.fill(0);
@@ -32,7 +46,7 @@ impl Qp {
             return;
         }
         let ok = match d.what {
-            TxWhat::Sq { seq } => self.fill_sq(seq, d, mem, out),
+            TxWhat::Sq { seq } => self.sq.get(seq).is_some_and(|e| fill_sq(e, d, mem, out)),
             TxWhat::ReadReq {
                 sink_stag,
                 sink_to,
@@ -84,60 +98,59 @@ impl Qp {
             self.counters.stale_fills += 1;
         }
     }
+}
 
-    fn fill_sq(&self, seq: u64, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) -> bool {
-        let Some(e) = self.sq.get(seq) else {
-            return false;
-        };
-        let n = match e.wr.op {
-            SendOp::Write { remote_to, rkey } => tagged(
-                Opcode::Write,
+/// Writes segment `d` of SQ WQE `e` (headers and payload gathered from its resolved SGL)
+/// into `out`; false on a memory fault.
+fn fill_sq(e: &SqEntry, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) -> bool {
+    let n = match e.wr.op {
+        SendOp::Write { remote_to, rkey } => tagged(
+            Opcode::Write,
+            d.last,
+            rkey,
+            remote_to.wrapping_add(d.offset as u64),
+        )
+        .emit_bytes(out),
+        other => {
+            let inv = match other {
+                SendOp::SendInv { inv_stag } | SendOp::SendSeInv { inv_stag } => inv_stag,
+                _ => Stag(0),
+            };
+            untagged(
+                send_opcode(&other),
                 d.last,
-                rkey,
-                remote_to.wrapping_add(d.offset as u64),
+                QN_SEND as u32,
+                d.msn,
+                d.offset,
+                inv,
             )
-            .emit_bytes(out),
-            other => {
-                let inv = match other {
-                    SendOp::SendInv { inv_stag } | SendOp::SendSeInv { inv_stag } => inv_stag,
-                    _ => Stag(0),
-                };
-                untagged(
-                    send_opcode(&other),
-                    d.last,
-                    QN_SEND as u32,
-                    d.msn,
-                    d.offset,
-                    inv,
-                )
-                .emit_bytes(out)
-            }
-        };
-        // Gather the payload from the resolved SGL, starting at message offset d.offset.
-        let mut skip = d.offset as u64;
-        let mut dst = &mut out[n..];
-        for (sge, loc) in e.wr.sgl.as_slice().iter().zip(e.locs.iter()) {
-            if dst.is_empty() {
-                break;
-            }
-            let sge_len = sge.length as u64;
-            if skip >= sge_len {
-                skip -= sge_len;
-                continue;
-            }
-            let take = ((sge_len - skip) as usize).min(dst.len());
-            let (now, rest) = dst.split_at_mut(take);
-            if mem
-                .read(loc.region, loc.offset.wrapping_add(skip), now)
-                .is_err()
-            {
-                return false;
-            }
-            skip = 0;
-            dst = rest;
+            .emit_bytes(out)
         }
-        dst.is_empty()
+    };
+    // Gather the payload from the resolved SGL, starting at message offset d.offset.
+    let mut skip = d.offset as u64;
+    let mut dst = &mut out[n..];
+    for (sge, loc) in e.wr.sgl.as_slice().iter().zip(e.locs.iter()) {
+        if dst.is_empty() {
+            break;
+        }
+        let sge_len = sge.length as u64;
+        if skip >= sge_len {
+            skip -= sge_len;
+            continue;
+        }
+        let take = ((sge_len - skip) as usize).min(dst.len());
+        let (now, rest) = dst.split_at_mut(take);
+        if mem
+            .read(loc.region, loc.offset.wrapping_add(skip), now)
+            .is_err()
+        {
+            return false;
+        }
+        skip = 0;
+        dst = rest;
     }
+    dst.is_empty()
 }
 
 /// An untagged DDP header.

@@ -47,8 +47,19 @@ pub(crate) struct SqEntry {
     pub reported: bool,
 }
 
+/// A posted WQE before its WR and sequence number are filled in.
+const BLANK_ENTRY: SqEntry = SqEntry::new(
+    SendWr {
+        wr_id: 0,
+        op: SendOp::Send,
+        sgl: iwarp_types::SgList::new(),
+        flags: SendFlags::NONE,
+    },
+    0,
+);
+
 impl SqEntry {
-    pub(crate) fn new(wr: SendWr, seq: u64) -> SqEntry {
+    pub(crate) const fn new(wr: SendWr, seq: u64) -> SqEntry {
         SqEntry {
             wr,
             seq,
@@ -118,27 +129,37 @@ impl SendQueue {
     }
 
     /// Sequence number of the oldest WQE (`next_seq` when empty).
+    #[inline]
     pub(crate) fn front_seq(&self) -> u64 {
         self.q.front().map_or(self.next_seq, |e| e.seq)
     }
 
     /// The WQE with sequence number `seq`.
+    #[inline]
     pub(crate) fn get(&self, seq: u64) -> Option<&SqEntry> {
         let i = usize::try_from(seq.checked_sub(self.front_seq())?).ok()?;
         self.q.get(i).filter(|e| e.seq == seq)
     }
 
     /// The WQE with sequence number `seq`, mutably.
+    #[inline]
     pub(crate) fn get_mut(&mut self, seq: u64) -> Option<&mut SqEntry> {
         let i = usize::try_from(seq.checked_sub(self.front_seq())?).ok()?;
         self.q.get_mut(i).filter(|e| e.seq == seq)
     }
 
-    /// Appends a WR (the caller checked the depth).
-    pub(crate) fn push(&mut self, wr: SendWr) {
+    /// Appends a WR (the caller checked the depth). The entry is written in place: a
+    /// blank one is appended and the WR copied into it once (building the entry on the
+    /// stack and moving it in copied it twice more).
+    #[inline]
+    pub(crate) fn push(&mut self, wr: &SendWr) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.q.push_back(SqEntry::new(wr, seq));
+        self.q.push_back(BLANK_ENTRY);
+        if let Some(e) = self.q.back_mut() {
+            e.wr = *wr;
+            e.seq = seq;
+        }
     }
 
     /// True if no WQE is outstanding.
@@ -235,9 +256,14 @@ mod tests {
     fn lookup_by_sequence_number() {
         let mut q = SendQueue::new(4);
         assert_eq!(q.front_seq(), 0);
-        q.push(wr(10));
-        q.push(wr(11));
-        q.push(wr(12));
+        q.push(&wr(10));
+        q.push(&wr(11));
+        q.push(&wr(12));
+        assert!(q.get(0).is_some_and(|e| e.phase == SqPhase::Posted
+            && e.locs == [Loc::EMPTY; MAX_SGE]
+            && e.locs_epoch.is_none()
+            && !e.reported
+            && (e.sent, e.len, e.msn) == (0, 0, 0)));
         assert_eq!(q.get(1).map(|e| e.wr.wr_id), Some(11));
         q.q.pop_front();
         assert_eq!(q.front_seq(), 1);

@@ -115,6 +115,7 @@ impl Qp {
     }
 
     /// The next DDP segment to send, if any, and its ULPDU length.
+    #[inline]
     pub(crate) fn next_ulpdu(
         &mut self,
         ctx: &mut Ctx<'_>,
@@ -150,7 +151,7 @@ impl Qp {
                 return None;
             }
             if self.hold_tx {
-                return self.run_local_wqes_while_held(ctx);
+                return self.run_local_wqes_while_held(ctx, max_ulpdu_len);
             }
             if let Some(kind) = self.rtr_tx {
                 return self.next_rtr(kind);
@@ -176,7 +177,7 @@ impl Qp {
                 self.tx_cur = Some(TxCur::Irq);
                 continue;
             }
-            match self.start_next_wqe(ctx) {
+            match self.start_next_wqe(ctx, max_ulpdu_len) {
                 Step::Again => {}
                 Step::Stall => return None,
                 Step::Emit(d) => return Some((d, self.tx_len(&d))),
@@ -188,7 +189,11 @@ impl Qp {
     /// A responder sends nothing before the initiator's first FPDU (RFC 5044 7.1.2), but
     /// WRs that put nothing on the wire (Bind, Fast-Register, Invalidate Local STag) still
     /// run, in post order, up to the first WR that would send.
-    fn run_local_wqes_while_held(&mut self, ctx: &mut Ctx<'_>) -> Option<(TxUlpdu, usize)> {
+    fn run_local_wqes_while_held(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        max_ulpdu_len: usize,
+    ) -> Option<(TxUlpdu, usize)> {
         for _ in 0..=self.sq.depth {
             let local = self.tx_cur.is_none()
                 && self.sq.get(self.sq.cursor).is_some_and(|e| {
@@ -200,7 +205,7 @@ impl Qp {
             if !local {
                 return None;
             }
-            match self.start_next_wqe(ctx) {
+            match self.start_next_wqe(ctx, max_ulpdu_len) {
                 Step::Again => {}
                 Step::Stall => return None,
                 Step::Emit(d) => return Some((d, self.tx_len(&d))),
@@ -272,8 +277,9 @@ impl Qp {
     }
 
     /// Starts the WQE at the SQ cursor. Local operations run to completion here (they put
-    /// nothing on the wire).
-    fn start_next_wqe(&mut self, ctx: &mut Ctx<'_>) -> Step {
+    /// nothing on the wire); a Send or Write gives its first segment (at most `max`
+    /// bytes of ULPDU).
+    fn start_next_wqe(&mut self, ctx: &mut Ctx<'_>, max: usize) -> Step {
         let seq = self.sq.cursor;
         // Only the operation and flags are copied, not the whole WQE (SGL and locations).
         let Some((op, flags)) = self.sq.get(seq).map(|e| (e.wr.op, e.wr.flags)) else {
@@ -291,9 +297,9 @@ impl Qp {
         let (pd, qp) = (self.attr.pd, self.id);
         match op {
             SendOp::Send | SendOp::SendSe | SendOp::SendInv { .. } | SendOp::SendSeInv { .. } => {
-                self.start_data_wqe(ctx, seq, true)
+                self.start_data_wqe(ctx, seq, true, max)
             }
-            SendOp::Write { .. } => self.start_data_wqe(ctx, seq, false),
+            SendOp::Write { .. } => self.start_data_wqe(ctx, seq, false, max),
             SendOp::Read {
                 remote_to, rkey, ..
             } => {
@@ -376,31 +382,38 @@ impl Qp {
         );
     }
 
-    /// Validates the source SGL of a Send or Write and makes it the message in progress.
-    fn start_data_wqe(&mut self, ctx: &mut Ctx<'_>, seq: u64, untagged: bool) -> Step {
+    /// Validates the source SGL of a Send or Write, makes it the message in progress and
+    /// gives its first segment (the sources were resolved just now, at the current STag
+    /// table epoch: checking them again before this segment could not change the answer).
+    fn start_data_wqe(&mut self, ctx: &mut Ctx<'_>, seq: u64, untagged: bool, max: usize) -> Step {
         self.sq.cursor = seq + 1;
         let (pd, privileged) = (self.attr.pd, self.attr.privileged);
         let Some(e) = self.sq.get_mut(seq) else {
             return Step::Again;
         };
         // Resolved in place (the WQE is not copied out and back).
-        let resolved = resolve_sources(e, ctx, pd, privileged);
-        let len = match resolved {
+        let len = match resolve_sources(e, ctx, pd, privileged) {
             Ok(len) => len,
             Err(status) => {
                 self.local_wqe_error(ctx, seq, status);
                 return Step::Again;
             }
         };
-        let msn = if untagged { self.take_msn(QN_SEND) } else { 0 };
-        if let Some(w) = self.sq.get_mut(seq) {
-            w.len = len;
-            w.msn = msn;
-            w.sent = 0;
-            w.phase = SqPhase::Segmenting;
-        }
-        self.tx_cur = Some(TxCur::Sq(seq));
-        Step::Again
+        let msn = if untagged {
+            let msn = self.tx_msn[QN_SEND];
+            self.tx_msn[QN_SEND] = msn.wrapping_add(1);
+            msn
+        } else {
+            0
+        };
+        e.len = len;
+        e.msn = msn;
+        e.sent = 0;
+        e.phase = SqPhase::Segmenting;
+        let (d, opcode) = sq_segment(e, seq, max);
+        self.tx_cur = if d.last { None } else { Some(TxCur::Sq(seq)) };
+        self.count_out(opcode as u8, d.len, d.last);
+        Step::Emit(d)
     }
 
     fn next_sq_segment(&mut self, seq: u64, max: usize) -> Option<(TxUlpdu, usize)> {
@@ -408,32 +421,17 @@ impl Qp {
             self.tx_cur = None;
             return None;
         };
-        let (hdr, opcode) = match e.wr.op {
-            SendOp::Write { .. } => (ddp::TAGGED_HEADER_LEN, Opcode::Write),
-            other => (ddp::UNTAGGED_HEADER_LEN, send_opcode(&other)),
-        };
-        let room = (max - hdr) as u32;
-        let left = e.len - e.sent;
-        let n = left.min(room);
-        let last = n == left;
-        let tagged = hdr == ddp::TAGGED_HEADER_LEN;
-        let d = TxUlpdu {
-            what: TxWhat::Sq { seq },
-            tagged,
-            msn: e.msn,
-            offset: e.sent,
-            len: n,
-            last,
-        };
-        e.sent += n;
-        if last {
-            e.phase = SqPhase::AwaitAck;
-        }
-        if last {
+        let (d, opcode) = sq_segment(e, seq, max);
+        if d.last {
             self.tx_cur = None;
         }
-        self.count_out(opcode as u8, n, last);
-        Some((d, hdr + n as usize))
+        self.count_out(opcode as u8, d.len, d.last);
+        let hdr = if d.tagged {
+            ddp::TAGGED_HEADER_LEN
+        } else {
+            ddp::UNTAGGED_HEADER_LEN
+        };
+        Some((d, hdr + d.len as usize))
     }
 
     fn next_resp_segment(&mut self, max: usize) -> Option<(TxUlpdu, usize)> {
@@ -473,20 +471,51 @@ impl Qp {
     pub(crate) fn ulpdu_acked(&mut self, ctx: &mut Ctx<'_>, d: &TxUlpdu) {
         match d.what {
             TxWhat::Sq { seq }
-                if d.last
-                    && matches!(self.state, QpState::Rts | QpState::Closing)
-                    && self
-                        .sq
-                        .get(seq)
-                        .is_some_and(|e| e.phase == SqPhase::AwaitAck) =>
+                if d.last && matches!(self.state, QpState::Rts | QpState::Closing) =>
             {
-                self.sq_finish(ctx, seq, WcStatus::Success);
+                // `sq_finish(Success)` with the one lookup: a success is reported when
+                // it reaches the head (`sq_retire`).
+                if let Some(e) = self
+                    .sq
+                    .get_mut(seq)
+                    .filter(|e| e.phase == SqPhase::AwaitAck)
+                {
+                    e.phase = SqPhase::Done(WcStatus::Success);
+                    self.sq_retire(ctx);
+                }
             }
             TxWhat::Terminate => self.term_acked = true,
             _ => {}
         }
         self.check_drained(ctx);
     }
+}
+
+/// The next segment of Send/Write WQE `e` (number `seq`, being segmented), at most `max`
+/// bytes of ULPDU, and its RDMAP opcode; `e`'s progress moves past it.
+#[inline]
+fn sq_segment(e: &mut SqEntry, seq: u64, max: usize) -> (TxUlpdu, Opcode) {
+    let (hdr, opcode) = match e.wr.op {
+        SendOp::Write { .. } => (ddp::TAGGED_HEADER_LEN, Opcode::Write),
+        other => (ddp::UNTAGGED_HEADER_LEN, send_opcode(&other)),
+    };
+    let room = (max - hdr) as u32;
+    let left = e.len - e.sent;
+    let n = left.min(room);
+    let last = n == left;
+    let d = TxUlpdu {
+        what: TxWhat::Sq { seq },
+        tagged: hdr == ddp::TAGGED_HEADER_LEN,
+        msn: e.msn,
+        offset: e.sent,
+        len: n,
+        last,
+    };
+    e.sent += n;
+    if last {
+        e.phase = SqPhase::AwaitAck;
+    }
+    (d, opcode)
 }
 
 /// Checks the source SGL of Send/Write WQE `e` and stores where each SGE resolved (and
