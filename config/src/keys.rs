@@ -87,7 +87,7 @@ pub const KEYS: &[KeyDoc] = &[
     e("port[].mac", "Our Ethernet address. Unset: the port's own.", "\"02:00:00:00:00:01\""),
     k("port[].rx_desc", "Receive descriptors per queue; power of two, 64..=16384."),
     k("port[].tx_desc", "Transmit descriptors per queue; power of two, 64..=16384."),
-    k("port[].burst", "Frames per receive/transmit burst, 1..=512."),
+    k("port[].burst", "Frames per receive burst of a dataplane core, 1..=512 (small bursts let both ends of a link work at once)."),
     k("port[].checksum", "IPv4/TCP checksums: auto (NIC if offered, else software) | offload (NIC, required) | software | trust-link (neither computed nor verified: only for memif between two iwarpd on one host; the MPA CRC still protects payloads)."),
     k("port[].steering", "How frames reach their core: auto (RSS when offered and >1 core, else software) | rss (required) | software (one queue, dispatched)."),
     k("port[].mbufs", "Packet buffers per dataplane core for this port (at least rx_desc + tx_desc + 2 bursts)."),

@@ -105,7 +105,7 @@ impl Deferred {
             Some(Built::Server(s)) => {
                 // Publish when a connection came or went (cheap to compare), and at least
                 // every SERVER_PUBLISH_INTERVAL for the byte counts.
-                let r = *s.report();
+                let r = s.report();
                 let changed = (r.accepted, r.served, r.failed, r.active) != self.last_conns;
                 let due = self
                     .published_at
@@ -114,7 +114,7 @@ impl Deferred {
                     self.published_at = Some(now);
                     self.last_conns = (r.accepted, r.served, r.failed, r.active);
                     if let Ok(mut shared) = self.shared.lock() {
-                        shared.server = Some(r);
+                        shared.server = Some(*r);
                     }
                 }
             }
