@@ -29,6 +29,8 @@ sock=/run/iwarpd/bench-$id.memif
 dev_args=",bsize=10240"
 [ "$mtu" -le 1500 ] && dev_args=""
 common=(--set "port.0.mtu=$mtu" --log-level warn)
+# BENCH_SET="key=value ..." adds --set overrides to both daemons (e.g. port.0.burst=32).
+for kv in ${BENCH_SET:-}; do common+=(--set "$kv"); done
 srv_pid=; iperf_pid=
 cleanup() {
   [ -n "$srv_pid" ] && { kill -INT "$srv_pid" 2>/dev/null || true; sleep 2; kill -9 "$srv_pid" 2>/dev/null || true; }
