@@ -201,6 +201,12 @@ pub fn runtime_dir_of(prefix: String) -> std::path::PathBuf {
 
 type Job = Box<dyn FnOnce() -> i32 + Send>;
 
+/// The lcore entry point of [`Eal::launch`]: runs the boxed job, turning a panic into -1.
+///
+/// # Safety
+///
+/// `arg` must come from `Box::into_raw` of a `Box<Job>` in `launch`, and be passed here
+/// exactly once (DPDK calls the function once per successful `rte_eal_remote_launch`).
 unsafe extern "C" fn trampoline(arg: *mut c_void) -> c_int {
     // SAFETY: arg comes from Box::into_raw in `launch` and is taken back exactly once.
     let job = unsafe { Box::from_raw(arg.cast::<Job>()) };

@@ -110,7 +110,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         info!(
             "port {i}: {} mac {} frames up to {} B, checksum offload tx {} rx {}, {} queue(s){}",
             cfg.ports[i].device.dpdk_name(),
-            mac_text(p.port.mac()),
+            iwarp_config::MacAddr(p.port.mac()),
             p.setup.frame_len_max,
             p.setup.tx_checksum_offload,
             p.setup.rx_checksum_offload,
@@ -442,13 +442,6 @@ fn memory_text(m: &MemoryMode) -> String {
         MemoryMode::Hugepages => "hugepages".to_string(),
         MemoryMode::NoHuge { memory_mb } => format!("no hugepages ({memory_mb} MB)"),
     }
-}
-
-fn mac_text(m: [u8; 6]) -> String {
-    format!(
-        "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
-        m[0], m[1], m[2], m[3], m[4], m[5]
-    )
 }
 
 fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String {

@@ -145,18 +145,8 @@ impl LoadgenClient {
         let limits = engine.rnic().limits();
         spec.validate(&limits)?;
         let need = spec.required_arena_bytes();
+        arena.check(need, mem)?;
         let region_len = mem.region_len(arena.region).unwrap_or(0);
-        if arena.len < need
-            || arena
-                .offset
-                .checked_add(need)
-                .is_none_or(|end| end > region_len)
-        {
-            return Err(SetupError::Arena {
-                need,
-                have: arena.len.min(region_len.saturating_sub(arena.offset)),
-            });
-        }
         let layout = spec.layout();
         let depth = if spec.op == Op::Connect {
             1

@@ -122,18 +122,8 @@ impl LoadgenServer {
         let limits = engine.rnic().limits();
         cfg.validate(&limits)?;
         let need = cfg.required_arena_bytes();
+        arena.check(need, mem)?;
         let region_len = mem.region_len(arena.region).unwrap_or(0);
-        if arena.len < need
-            || arena
-                .offset
-                .checked_add(need)
-                .is_none_or(|end| end > region_len)
-        {
-            return Err(SetupError::Arena {
-                need,
-                have: arena.len.min(region_len.saturating_sub(arena.offset)),
-            });
-        }
         let r = engine.rnic_mut();
         let verb = |what| move |err| SetupError::Verb { what, err };
         let pd = r.alloc_pd().map_err(verb("alloc_pd"))?;

@@ -6,7 +6,7 @@ use core::net::Ipv4Addr;
 
 use iwarp_proto::CmError;
 use iwarp_rdma::RnicLimits;
-use iwarp_types::{Duration, RegionId, VerbError};
+use iwarp_types::{Duration, Memory, RegionId, VerbError};
 
 use crate::proto::{Op, CTL_LEN};
 
@@ -27,6 +27,24 @@ pub struct Arena {
     pub offset: u64,
     /// Bytes available.
     pub len: u64,
+}
+
+impl Arena {
+    /// Checks that the arena holds `need` bytes and lies inside its region of `mem`.
+    pub fn check<M: Memory>(&self, need: u64, mem: &M) -> Result<(), SetupError> {
+        let region_len = mem.region_len(self.region).unwrap_or(0);
+        let inside = self
+            .offset
+            .checked_add(need)
+            .is_some_and(|end| end <= region_len);
+        if self.len < need || !inside {
+            return Err(SetupError::Arena {
+                need,
+                have: self.len.min(region_len.saturating_sub(self.offset)),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// A load-generator run: one client per (peer, spec) on a core.

@@ -153,3 +153,22 @@ impl H {
         OUR_ISS + 1 + off as u32
     }
 }
+
+/// An established connection with timestamps; the peer's clock is at `1_000`.
+pub fn established_with_timestamps(cfg: TcpConfig) -> H {
+    let mut h = H::connect(TcpConfig {
+        timestamps: true,
+        ..cfg
+    });
+    let syn = h.out().unwrap();
+    let opts = TcpOptions {
+        mss: Some(1000),
+        sack_permitted: true,
+        timestamp: Some((1_000, syn.options.timestamp.unwrap().0)),
+        ..Default::default()
+    };
+    h.recv_opts(flags("SA"), PEER_ISS, OUR_ISS + 1, &[], opts);
+    assert_eq!(h.c.state(), TcpState::Established);
+    h.outs();
+    h
+}

@@ -11,22 +11,10 @@ use crate::seq::SeqNumber;
 use crate::test_harness::*;
 use crate::test_util::*;
 
-/// An established connection with timestamps; the peer's clock is at `1_000`.
+/// An established connection with timestamps whose segments carry the peer's clock
+/// (`1_000`) from now on.
 fn with_timestamps(cfg: TcpConfig) -> H {
-    let mut h = H::connect(TcpConfig {
-        timestamps: true,
-        ..cfg
-    });
-    let syn = h.out().unwrap();
-    let opts = TcpOptions {
-        mss: Some(1000),
-        sack_permitted: true,
-        timestamp: Some((1_000, syn.options.timestamp.unwrap().0)),
-        ..Default::default()
-    };
-    h.recv_opts(flags("SA"), PEER_ISS, OUR_ISS + 1, &[], opts);
-    assert_eq!(h.c.state(), TcpState::Established);
-    h.outs();
+    let mut h = established_with_timestamps(cfg);
     h.options.timestamp = Some((1_000, 0));
     h
 }

@@ -4,28 +4,11 @@
 
 use iwarp_types::Duration;
 
-use crate::config::TcpConfig;
-use crate::conn::TcpState;
-use crate::segment::TcpOptions;
 use crate::test_harness::*;
 
 /// An established connection with timestamps; the peer's clock is at `1_000`.
 fn with_timestamps() -> H {
-    let mut h = H::connect(TcpConfig {
-        timestamps: true,
-        ..cfg()
-    });
-    let syn = h.out().unwrap();
-    let opts = TcpOptions {
-        mss: Some(1000),
-        sack_permitted: true,
-        timestamp: Some((1_000, syn.options.timestamp.unwrap().0)),
-        ..Default::default()
-    };
-    h.recv_opts(flags("SA"), PEER_ISS, OUR_ISS + 1, &[], opts);
-    assert_eq!(h.c.state(), TcpState::Established);
-    h.outs();
-    h
+    established_with_timestamps(cfg())
 }
 
 /// Bytes of one record: one per segment (the timestamp option leaves 988 of the
