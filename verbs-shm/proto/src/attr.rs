@@ -81,6 +81,9 @@ pub struct RingRef {
     pub offset: u64,
     /// Number of slots (a power of two).
     pub entries: u32,
+    /// Doorbell bit of the ring in its core's doorbell block (client-to-core rings: SQ, RQ,
+    /// SRQ); `u32::MAX` for a CQ ring.
+    pub doorbell_bit: u32,
 }
 
 /// Access rights (the engine's `Access` bits).

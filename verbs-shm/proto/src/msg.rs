@@ -49,6 +49,12 @@ pub enum Request {
         /// Insist on hugepages (fail rather than fall back to 4 KiB pages).
         hugepages_required: bool,
     },
+    /// Import memory the client already has (a buffer it remapped in place onto a sealed
+    /// memfd, see docs/APPS.md): the memfd travels with the message and becomes an arena.
+    ImportArena {
+        /// Bytes of the memfd to use (a multiple of the page size).
+        len: u64,
+    },
     /// Release an arena (no MR may use it).
     FreeArena(ArenaHandle),
     /// Allocate a PD.

@@ -1,0 +1,1 @@
+//! The verbs client library: control socket to iwarpd, posts and polls through shared-memory rings
