@@ -1,0 +1,2 @@
+//! iwarpctl: the operator's view of a running iwarpd (status, clients, objects, counters)
+fn main() {}
