@@ -1,0 +1,258 @@
+//! Two `iwarpd` joined by memif, as child processes, killed when dropped.
+//!
+//! Daemon A is the memif server at 198.18.0.1 on CPU 1, daemon B the memif client at
+//! 198.18.0.2 on CPU 0 (one dataplane core each: the CI machine has two). Names are unique
+//! per test and process, so memif and verbs sockets never collide.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use iwarp_verbs_proto::{default_socket_path, Addr, ObjectTotals};
+
+use crate::admin::{is_zero, RawClient};
+use crate::system::{workspace_bin, workspace_root};
+
+/// How long a daemon may take to come up (EAL init with or without hugepages).
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One running daemon.
+pub struct Daemon {
+    /// Its name (`--name`).
+    pub name: String,
+    /// Its verbs socket.
+    pub socket: PathBuf,
+    /// Its port's address.
+    pub ip: [u8; 4],
+    child: Option<Child>,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn spawn(name: &str, config: &str, cpu: u32, device: &str, ip: [u8; 4]) -> Daemon {
+        let bin = workspace_bin("iwarpd", "iwarpd");
+        let log = std::env::temp_dir().join(format!("{name}.log"));
+        let log_file = std::fs::File::create(&log).expect("daemon log file");
+        let err_file = log_file.try_clone().expect("clone log file");
+        let socket = default_socket_path(name);
+        let _ = std::fs::remove_file(&socket);
+        let ip_arg = format!("{}.{}.{}.{}/24", ip[0], ip[1], ip[2], ip[3]);
+        let child = Command::new(bin)
+            .current_dir(workspace_root())
+            .args(["--config", config, "--name", name, "--core", &cpu.to_string()])
+            .args(["--device", device, "--ip", &ip_arg, "--log-level", "warn"])
+            .args(["--set", "loadgen.listen_port=0", "--set", "tcp.delayed_ack_us=0"])
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(err_file)
+            .spawn()
+            .expect("spawn iwarpd");
+        Daemon {
+            name: name.into(),
+            socket,
+            ip,
+            child: Some(child),
+            log,
+        }
+    }
+
+    /// The daemon's output so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the verbs socket answers a `Hello` and an admin `Status`.
+    fn wait_ready(&mut self) {
+        let end = Instant::now() + START_TIMEOUT;
+        let mut last = String::new();
+        while Instant::now() < end {
+            if let Some(child) = self.child.as_mut() {
+                if let Ok(Some(st)) = child.try_wait() {
+                    panic!("daemon {} exited early ({st}):\n{}", self.name, self.log_text());
+                }
+            }
+            if self.socket.exists() {
+                match RawClient::connect(&self.socket, "apps-tests-probe").and_then(|mut c| c.status()) {
+                    Ok(_) => return,
+                    Err(e) => last = e,
+                }
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!(
+            "daemon {}: verbs socket {} not ready in {START_TIMEOUT:?} ({last}):\n{}",
+            self.name,
+            self.socket.display(),
+            self.log_text()
+        );
+    }
+
+    /// A new admin connection.
+    pub fn admin(&self) -> RawClient {
+        RawClient::connect(&self.socket, "apps-tests-admin")
+            .unwrap_or_else(|e| panic!("admin connection to {}: {e}", self.name))
+    }
+
+    /// The address `port` of this daemon.
+    pub fn addr(&self, port: u16) -> Addr {
+        Addr { ip: self.ip, port }
+    }
+
+    /// True while the process runs.
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
+    /// Sum of the totals of every client (the admin connections hold nothing).
+    pub fn totals(&self) -> ObjectTotals {
+        self.admin().status().unwrap_or_else(|e| panic!("{}: Status: {e}", self.name)).totals
+    }
+
+    /// Polls the daemon until it holds no object of any client other than those in
+    /// `keep` (client ids), or panics after `within`. Returns the time it took.
+    pub fn wait_objects_freed(&self, keep: &[u32], within: Duration) -> Duration {
+        let start = Instant::now();
+        let mut admin = self.admin();
+        loop {
+            let clients = admin
+                .clients()
+                .unwrap_or_else(|e| panic!("{}: Clients: {e}", self.name));
+            let status = admin.status().unwrap_or_else(|e| panic!("{}: Status: {e}", self.name));
+            let kept: Vec<_> = clients.iter().filter(|c| keep.contains(&c.id)).collect();
+            let mut expected = ObjectTotals::default();
+            for c in &kept {
+                add(&mut expected, &c.totals);
+            }
+            let others_hold = clients
+                .iter()
+                .filter(|c| !keep.contains(&c.id))
+                .any(|c| !is_zero(&c.totals));
+            if status.totals == expected && !others_hold && status.clients_tearing_down == 0 {
+                return start.elapsed();
+            }
+            if start.elapsed() > within {
+                panic!(
+                    "{}: objects still held {:?} after {within:?} (kept clients {:?} hold {expected:?}; \
+                     tearing down {}; clients {clients:?})",
+                    self.name, status.totals, keep, status.clients_tearing_down
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// SIGTERM, then SIGKILL after a grace period; waits for the process.
+    pub fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let pid = rustix::process::Pid::from_child(&child);
+            let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+            let end = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < end {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn add(sum: &mut ObjectTotals, t: &ObjectTotals) {
+    sum.pds += t.pds;
+    sum.cqs += t.cqs;
+    sum.qps += t.qps;
+    sum.srqs += t.srqs;
+    sum.mrs += t.mrs;
+    sum.mws += t.mws;
+    sum.cm_ids += t.cm_ids;
+    sum.arenas += t.arenas;
+    sum.arena_bytes += t.arena_bytes;
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Two daemons joined by memif.
+pub struct DaemonPair {
+    /// The memif server, 198.18.0.1.
+    pub a: Daemon,
+    /// The memif client, 198.18.0.2.
+    pub b: Daemon,
+}
+
+impl DaemonPair {
+    /// Starts both (A first: a memif client started before its server never connects)
+    /// and waits until both verbs sockets answer and the link is up. `tag` (at most 8
+    /// characters) makes the names unique per test.
+    pub fn start(tag: &str) -> DaemonPair {
+        let id = std::process::id();
+        let memif = format!("/run/iwarpd/ap-{tag}-{id}.memif");
+        let a_dev = format!("net_memif0,role=server,socket={memif}");
+        let b_dev = format!("net_memif0,role=client,socket={memif}");
+        let mut a = Daemon::spawn(
+            &format!("ap-{tag}-{id}-a"),
+            "config/examples/memif-server.toml",
+            1,
+            &a_dev,
+            [198, 18, 0, 1],
+        );
+        a.wait_ready();
+        let mut b = Daemon::spawn(
+            &format!("ap-{tag}-{id}-b"),
+            "config/examples/memif-client.toml",
+            0,
+            &b_dev,
+            [198, 18, 0, 2],
+        );
+        b.wait_ready();
+        let pair = DaemonPair { a, b };
+        pair.wait_link_up();
+        pair
+    }
+
+    fn wait_link_up(&self) {
+        let end = Instant::now() + Duration::from_secs(20);
+        for d in [&self.a, &self.b] {
+            let mut admin = d.admin();
+            loop {
+                let up = admin
+                    .status()
+                    .map(|s| s.ports.iter().all(|p| p.link_up))
+                    .unwrap_or(false);
+                if up {
+                    break;
+                }
+                if Instant::now() > end {
+                    panic!("{}: memif link not up:\n{}", d.name, d.log_text());
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+
+    /// Both logs, for failure messages.
+    pub fn logs(&self) -> String {
+        format!(
+            "--- {} ---\n{}\n--- {} ---\n{}",
+            self.a.name,
+            self.a.log_text(),
+            self.b.name,
+            self.b.log_text()
+        )
+    }
+}
+
+/// Path of a verbs socket, for helper binaries given it on their command line.
+pub fn socket_arg(d: &Daemon) -> &Path {
+    &d.socket
+}
