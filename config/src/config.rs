@@ -5,6 +5,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::control::ControlSection;
 use crate::daemon::{CoresSection, DaemonSection, EalSection};
 use crate::device::Device;
 use crate::error::ConfigError;
@@ -47,6 +48,8 @@ pub struct Config {
     pub capture: CaptureSection,
     /// `[loadgen]`: load generator server.
     pub loadgen: LoadgenSection,
+    /// `[control]`: the verbs socket for applications.
+    pub control: ControlSection,
 }
 
 impl Default for Config {
@@ -64,6 +67,7 @@ impl Default for Config {
             tcp: TcpSection::default(),
             capture: CaptureSection::default(),
             loadgen: LoadgenSection::default(),
+            control: ControlSection::default(),
         }
     }
 }
@@ -269,6 +273,7 @@ fn deserialize(table: &toml::Table) -> Result<Config, ConfigError> {
             "tcp" => cfg.tcp = section("tcp", value)?,
             "capture" => cfg.capture = section("capture", value)?,
             "loadgen" => cfg.loadgen = section("loadgen", value)?,
+            "control" => cfg.control = section("control", value)?,
             "port" => {
                 let entries = value.as_array().ok_or_else(|| {
                     ConfigError::new("port", "must be an array of tables, written [[port]]")

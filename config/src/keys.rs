@@ -64,6 +64,10 @@ pub const SECTIONS: &[(&str, &str)] = &[
         "loadgen",
         "server side of the built-in load generator (the client is `iwarpd loadgen`)",
     ),
+    (
+        "control",
+        "the verbs socket applications use (docs/APPS.md): access policy and per-client limits",
+    ),
 ];
 
 /// Every key, in file order.
@@ -173,6 +177,14 @@ pub const KEYS: &[KeyDoc] = &[
     k("loadgen.verify", "Check every received byte against the agreed pattern."),
     k("loadgen.buffer_bytes", "Registered buffer per QP, bytes: the largest message a client may use."),
     k("loadgen.recv_depth", "Receives posted per QP for SEND traffic (<= limits.max_rq_wr)."),
+    k("control.enabled", "Serve the verbs socket (applications linking iwarp-verbs, iwarpctl)."),
+    e("control.socket", "Unix SOCK_SEQPACKET socket of the verbs clients, created mode 0666 (access is checked per connection). Unset: /run/iwarpd/<name>.verbs.", "\"/run/iwarpd/a.verbs\""),
+    e("control.allow_users", "Users admitted besides root: names or numeric uids, as strings.", "[\"alice\", \"1000\"]"),
+    e("control.allow_groups", "Groups whose members (primary or supplementary) are admitted: names or numeric gids.", "[\"rdma\"]"),
+    e("control.admin_users", "Users besides root allowed administration requests (iwarpctl listings of other clients).", "[\"ops\"]"),
+    k("control.max_clients", "Clients connected at once (1..=4096); one more is refused with LimitReached."),
+    k("control.max_arena_mb", "Arena memory one client may hold, MiB."),
+    k("control.max_objects", "Objects of each kind (PDs, CQs, QPs, SRQs, MRs, MWs, CM ids, arenas, channels) one client may hold."),
 ];
 
 /// `port[3].mtu` → `port[].mtu`.

@@ -8,7 +8,7 @@
 //! ```
 //!
 //! - [`Config`] holds the sections `[daemon]`, `[eal]`, `[cores]`, `[[port]]`, `[limits]`,
-//!   `[ip]`, `[mpa]`, `[tcp]`, `[capture]`, `[loadgen]`. `Config::default()` runs on a
+//!   `[ip]`, `[mpa]`, `[tcp]`, `[capture]`, `[loadgen]`, `[control]`. `Config::default()` runs on a
 //!   machine without a NIC (one memif server port, one core on the last CPU).
 //! - [`Config::build`] reads a file, applies [`Override`]s and validates; errors are
 //!   [`ConfigError`]s naming the key (`config error: port[0].ipv4: ...`), with the line
@@ -21,6 +21,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod device;
 pub mod engine;
@@ -40,6 +41,7 @@ mod tests_examples;
 
 pub use cli::{ByteSize, Cli, Command, CpuList, IfAddr, LoadgenArgs, LoadgenOp, StatsArgs};
 pub use config::Config;
+pub use control::ControlSection;
 pub use daemon::{
     format_cpu_list, online_cpus, parse_cpu_list, CoresSection, DaemonSection, EalSection,
     HugepageMode, LogLevel, QpPlacement,

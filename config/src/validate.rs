@@ -48,6 +48,7 @@ impl Config {
         self.tcp.validate()?;
         self.capture.validate(self.ports.len())?;
         self.loadgen.validate(self.limits.max_rq_wr)?;
+        self.control.validate(&self.daemon.name)?;
         if self.loadgen.listen_port != 0 {
             let eph = self.limits.ephemeral_port_min..=self.limits.ephemeral_port_max;
             ensure(
@@ -101,6 +102,7 @@ mod tests {
         assert_eq!(err(|c| c.tcp.wscale = 20), "tcp.wscale");
         assert_eq!(err(|c| c.capture.snaplen = 0), "capture.snaplen");
         assert_eq!(err(|c| c.loadgen.buffer_bytes = 0), "loadgen.buffer_bytes");
+        assert_eq!(err(|c| c.control.max_clients = 0), "control.max_clients");
     }
 
     #[test]
