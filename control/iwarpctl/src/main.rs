@@ -1,2 +1,154 @@
-//! iwarpctl: the operator's view of a running iwarpd (status, clients, objects, counters)
-fn main() {}
+//! `iwarpctl`: the operator's view of a running iwarpd over its verbs socket.
+//!
+//! ```text
+//! iwarpctl [--name NAME | --socket PATH] status|clients|qps|cqs|mrs|counters [--json]
+//! ```
+//!
+//! Exit codes: 0 success; 1 the daemon refused or failed the request; 2 usage error;
+//! 3 the daemon is not running; 4 permission denied; 5 protocol version mismatch;
+//! 6 other communication failure (timeout, malformed or unexpected answer).
+
+mod cli;
+mod conn;
+#[cfg(test)]
+mod fixture;
+mod render;
+mod table;
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use iwarp_verbs_proto::{AdminRequest, AdminResponse};
+
+use cli::{Cli, Command};
+use conn::{AdminSession, CtlError};
+
+/// What a command prints: the text for a terminal, or a JSON document.
+fn output(cli: &Cli, answer: AdminResponse) -> Result<String, CtlError> {
+    let kinds = cli.command.object_kinds();
+    let text = match (answer, cli.json) {
+        (AdminResponse::Status(s), false) => render::status_text(&s),
+        (AdminResponse::Status(s), true) => json(render::status_json(&s)),
+        (AdminResponse::Clients(c), false) => render::clients_text(&c),
+        (AdminResponse::Clients(c), true) => json(render::clients_json(&c)),
+        (AdminResponse::Objects(o), false) => render::objects_text(&o, kinds.unwrap_or(&[])),
+        (AdminResponse::Objects(o), true) => json(render::objects_json(&o, kinds.unwrap_or(&[]))),
+        (AdminResponse::Counters(c), false) => render::counters_text(&c),
+        (AdminResponse::Counters(c), true) => json(render::counters_json(&c)),
+    };
+    Ok(text)
+}
+
+fn json(v: serde_json::Value) -> String {
+    // A `Value` always serializes.
+    let mut s = serde_json::to_string_pretty(&v).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// The Admin request behind a command.
+fn request(cmd: Command) -> AdminRequest {
+    match cmd {
+        Command::Status => AdminRequest::Status,
+        Command::Clients => AdminRequest::Clients,
+        Command::Qps(f) | Command::Cqs(f) | Command::Mrs(f) => AdminRequest::Objects(f.client),
+        Command::Counters => AdminRequest::Counters,
+    }
+}
+
+/// Checks the answer fits the question.
+fn check_kind(req: &AdminRequest, answer: &AdminResponse) -> bool {
+    matches!(
+        (req, answer),
+        (AdminRequest::Status, AdminResponse::Status(_))
+            | (AdminRequest::Clients, AdminResponse::Clients(_))
+            | (AdminRequest::Objects(_), AdminResponse::Objects(_))
+            | (AdminRequest::Counters, AdminResponse::Counters(_))
+    )
+}
+
+fn run(cli: &Cli) -> Result<String, CtlError> {
+    let label = cli.daemon_label();
+    let mut session = AdminSession::open(
+        &cli.socket_path(),
+        &label,
+        Duration::from_millis(cli.timeout_ms),
+    )?;
+    let req = request(cli.command);
+    let answer = session.admin(req.clone())?;
+    if !check_kind(&req, &answer) {
+        return Err(CtlError::Comm(format!(
+            "{label} answered {req:?} with another kind of answer"
+        )));
+    }
+    output(cli, answer)
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            // --help and --version are not errors.
+            return ExitCode::from(if e.use_stderr() { 2 } else { 0 });
+        }
+    };
+    match run(&cli) {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("iwarpctl: {e}");
+            ExitCode::from(e.exit_code())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("iwarpctl").chain(args.iter().copied())).unwrap()
+    }
+
+    #[test]
+    fn commands_map_to_admin_requests() {
+        assert_eq!(request(cli(&["status"]).command), AdminRequest::Status);
+        assert_eq!(request(cli(&["clients"]).command), AdminRequest::Clients);
+        assert_eq!(
+            request(cli(&["qps", "--client", "3"]).command),
+            AdminRequest::Objects(Some(3))
+        );
+        assert_eq!(request(cli(&["cqs"]).command), AdminRequest::Objects(None));
+        assert_eq!(request(cli(&["counters"]).command), AdminRequest::Counters);
+        assert!(check_kind(
+            &AdminRequest::Counters,
+            &AdminResponse::Counters(vec![])
+        ));
+        assert!(!check_kind(
+            &AdminRequest::Counters,
+            &AdminResponse::Clients(vec![])
+        ));
+    }
+
+    #[test]
+    fn output_follows_the_format_flag() {
+        let c = fixture::counters();
+        let t = output(&cli(&["counters"]), AdminResponse::Counters(c.clone())).unwrap();
+        assert!(t.starts_with("COUNTER"), "{t}");
+        let j = output(&cli(&["counters", "--json"]), AdminResponse::Counters(c)).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(v["total"]["rx_frames"], 11);
+        let q = output(
+            &cli(&["cqs", "--json"]),
+            AdminResponse::Objects(fixture::objects()),
+        )
+        .unwrap();
+        let v: serde_json::Value = serde_json::from_str(&q).unwrap();
+        assert_eq!(v.as_array().unwrap().len(), 1);
+        assert_eq!(v[0]["kind"], "cq");
+    }
+}

@@ -1,0 +1,347 @@
+//! Admin answers for people (tables) and for programs (JSON).
+
+use iwarp_verbs_proto::{ClientInfo, CounterSet, DaemonStatus, ObjectInfo, ObjectTotals, PortAttr};
+use serde_json::{json, Map, Value};
+
+use crate::table::Table;
+
+/// `1h02m03s`, `4m05s`, `7s`.
+pub fn duration(s: u64) -> String {
+    let (h, m, sec) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{sec:02}s")
+    } else if m > 0 {
+        format!("{m}m{sec:02}s")
+    } else {
+        format!("{sec}s")
+    }
+}
+
+/// Bytes in binary units: `512 B`, `16.0 MiB`.
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64 / 1024.0;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    format!("{v:.1} {}", UNITS[u])
+}
+
+fn ip(a: [u8; 4]) -> String {
+    std::net::Ipv4Addr::from(a).to_string()
+}
+
+fn mac(m: [u8; 6]) -> String {
+    m.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+fn totals_line(t: &ObjectTotals) -> String {
+    format!(
+        "pds {} cqs {} qps {} srqs {} mrs {} mws {} cm_ids {} arenas {} ({})",
+        t.pds,
+        t.cqs,
+        t.qps,
+        t.srqs,
+        t.mrs,
+        t.mws,
+        t.cm_ids,
+        t.arenas,
+        bytes(t.arena_bytes)
+    )
+}
+
+fn port_line(p: &PortAttr) -> String {
+    let speed = if p.speed_mbps == 0 {
+        "speed unknown".to_string()
+    } else {
+        format!("{} Mbit/s", p.speed_mbps)
+    };
+    format!(
+        "port {}: {}/{} mac {} mtu {} link {} {} ({})",
+        p.index,
+        ip(p.ip),
+        p.prefix_len,
+        mac(p.mac),
+        p.mtu,
+        if p.link_up { "up" } else { "down" },
+        speed,
+        p.device
+    )
+}
+
+/// `iwarpctl status`.
+pub fn status_text(s: &DaemonStatus) -> String {
+    let mut out = format!(
+        "iwarpd {} {}, pid {}, up {}\ncores {}; clients {} ({} since start, {} tearing down)\n",
+        s.name,
+        s.version,
+        s.pid,
+        duration(s.uptime_s),
+        s.cores,
+        s.clients,
+        s.clients_total,
+        s.clients_tearing_down
+    );
+    for p in &s.ports {
+        out.push_str(&port_line(p));
+        out.push('\n');
+    }
+    out.push_str(&format!("objects: {}\n", totals_line(&s.totals)));
+    out
+}
+
+/// `iwarpctl clients`.
+pub fn clients_text(c: &[ClientInfo]) -> String {
+    let mut t = Table::new(&[
+        "ID",
+        "NAME",
+        "PID",
+        "UID",
+        "GID",
+        "CONNECTED",
+        "PDS",
+        "CQS",
+        "QPS",
+        "MRS",
+        "CM_IDS",
+        "ARENA",
+    ]);
+    for c in c {
+        let x = &c.totals;
+        t.row(vec![
+            c.id.to_string(),
+            c.name.clone(),
+            c.pid.to_string(),
+            c.uid.to_string(),
+            c.gid.to_string(),
+            duration(c.connected_s),
+            x.pds.to_string(),
+            x.cqs.to_string(),
+            x.qps.to_string(),
+            (x.mrs + x.mws).to_string(),
+            x.cm_ids.to_string(),
+            bytes(x.arena_bytes),
+        ]);
+    }
+    t.render()
+}
+
+/// `iwarpctl qps|cqs|mrs`: the objects of `kinds`, in the daemon's order.
+pub fn objects_text(o: &[ObjectInfo], kinds: &[&str]) -> String {
+    let mut t = Table::new(&["CLIENT", "KIND", "HANDLE", "CORE", "STATE", "DETAIL"]);
+    for o in o.iter().filter(|o| kinds.contains(&o.kind.as_str())) {
+        let detail = o
+            .detail
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        t.row(vec![
+            o.client.to_string(),
+            o.kind.clone(),
+            format!("{:#x}", o.handle),
+            o.core.map_or_else(|| "-".to_string(), |c| c.to_string()),
+            o.state.clone(),
+            detail,
+        ]);
+    }
+    t.render()
+}
+
+/// `iwarpctl counters`: one row per counter, one column per core, then the sum.
+pub fn counters_text(sets: &[CounterSet]) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for s in sets {
+        for (n, _) in &s.values {
+            if !names.contains(&n.as_str()) {
+                names.push(n);
+            }
+        }
+    }
+    let headers: Vec<String> = std::iter::once("COUNTER".to_string())
+        .chain(sets.iter().map(|s| {
+            s.core
+                .map_or_else(|| "TOTAL".to_string(), |c| format!("CORE{c}"))
+        }))
+        .collect();
+    let header_refs: Vec<&str> = headers.iter().map(String::as_str).collect();
+    let mut t = Table::new(&header_refs);
+    for n in names {
+        let mut row = vec![n.to_string()];
+        for s in sets {
+            let v = s.values.iter().find(|(k, _)| k == n).map(|(_, v)| *v);
+            row.push(v.map_or_else(|| "-".to_string(), |v| v.to_string()));
+        }
+        t.row(row);
+    }
+    t.render()
+}
+
+fn totals_json(t: &ObjectTotals) -> Value {
+    json!({
+        "pds": t.pds, "cqs": t.cqs, "qps": t.qps, "srqs": t.srqs, "mrs": t.mrs, "mws": t.mws,
+        "cm_ids": t.cm_ids, "arenas": t.arenas, "arena_bytes": t.arena_bytes,
+    })
+}
+
+fn port_json(p: &PortAttr) -> Value {
+    json!({
+        "index": p.index, "ip": ip(p.ip), "prefix_len": p.prefix_len, "mac": mac(p.mac),
+        "mtu": p.mtu, "device": p.device, "link_up": p.link_up, "speed_mbps": p.speed_mbps,
+    })
+}
+
+/// `iwarpctl status --json`.
+pub fn status_json(s: &DaemonStatus) -> Value {
+    json!({
+        "name": s.name, "version": s.version, "pid": s.pid, "uptime_s": s.uptime_s,
+        "cores": s.cores, "ports": s.ports.iter().map(port_json).collect::<Vec<_>>(),
+        "clients": s.clients, "clients_total": s.clients_total,
+        "clients_tearing_down": s.clients_tearing_down, "totals": totals_json(&s.totals),
+    })
+}
+
+/// `iwarpctl clients --json`.
+pub fn clients_json(c: &[ClientInfo]) -> Value {
+    Value::Array(
+        c.iter()
+            .map(|c| {
+                json!({
+                    "id": c.id, "name": c.name, "pid": c.pid, "uid": c.uid, "gid": c.gid,
+                    "connected_s": c.connected_s, "totals": totals_json(&c.totals),
+                })
+            })
+            .collect(),
+    )
+}
+
+/// `iwarpctl qps|cqs|mrs --json`: details as an object (later duplicates win).
+pub fn objects_json(o: &[ObjectInfo], kinds: &[&str]) -> Value {
+    Value::Array(
+        o.iter()
+            .filter(|o| kinds.contains(&o.kind.as_str()))
+            .map(|o| {
+                let detail: Map<String, Value> = o
+                    .detail
+                    .iter()
+                    .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                    .collect();
+                json!({
+                    "client": o.client, "kind": o.kind, "handle": o.handle, "core": o.core,
+                    "state": o.state, "detail": detail,
+                })
+            })
+            .collect(),
+    )
+}
+
+/// `iwarpctl counters --json`: `{"cores": [{"core": 0, "values": {..}}, ..], "total": {..}}`.
+pub fn counters_json(sets: &[CounterSet]) -> Value {
+    let values = |s: &CounterSet| -> Map<String, Value> {
+        s.values
+            .iter()
+            .map(|(k, v)| (k.clone(), Value::from(*v)))
+            .collect()
+    };
+    let cores: Vec<Value> = sets
+        .iter()
+        .filter_map(|s| s.core.map(|c| json!({ "core": c, "values": values(s) })))
+        .collect();
+    let total = sets
+        .iter()
+        .find(|s| s.core.is_none())
+        .map(|s| Value::Object(values(s)));
+    json!({ "cores": cores, "total": total })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fixture;
+
+    #[test]
+    fn units() {
+        assert_eq!(duration(0), "0s");
+        assert_eq!(duration(245), "4m05s");
+        assert_eq!(duration(3723), "1h02m03s");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(16 << 20), "16.0 MiB");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(u64::MAX), "16384.0 PiB");
+    }
+
+    #[test]
+    fn status_as_text_and_json() {
+        let s = fixture::status();
+        assert_eq!(
+            status_text(&s),
+            "iwarpd memif-a 0.1.0, pid 4242, up 1h02m03s\n\
+             cores 1; clients 2 (5 since start, 0 tearing down)\n\
+             port 0: 198.18.0.1/24 mac 02:00:00:00:00:0a mtu 9000 link up 10000 Mbit/s (net_memif0,role=server)\n\
+             objects: pds 1 cqs 2 qps 3 srqs 0 mrs 4 mws 1 cm_ids 4 arenas 1 (16.0 MiB)\n"
+        );
+        let j = status_json(&s);
+        assert_eq!(j["ports"][0]["ip"], "198.18.0.1");
+        assert_eq!(j["ports"][0]["mac"], "02:00:00:00:00:0a");
+        assert_eq!(j["totals"]["arena_bytes"], 16u64 << 20);
+        assert_eq!(j["uptime_s"], 3723);
+    }
+
+    #[test]
+    fn clients_as_text_and_json() {
+        let c = fixture::clients();
+        assert_eq!(
+            clients_text(&c),
+            "ID  NAME        PID   UID   GID  CONNECTED  PDS  CQS  QPS  MRS  CM_IDS  ARENA\n \
+             1  iwarp-perf  100     0     0  1m01s        1    2    3    5       4  16.0 MiB\n \
+             7  iwarpctl    101  1000  1000  0s           0    0    0    0       0  0 B\n"
+        );
+        let j = clients_json(&c);
+        assert_eq!(j[1]["name"], "iwarpctl");
+        assert_eq!(j[0]["totals"]["qps"], 3);
+    }
+
+    #[test]
+    fn objects_filtered_by_kind() {
+        let o = fixture::objects();
+        assert_eq!(
+            objects_text(&o, &["qp"]),
+            "CLIENT  KIND  HANDLE   CORE  STATE  DETAIL\n     \
+             1  qp    0x10001     0  RTS    sq_posted=12 peer=198.18.0.2:7471\n"
+        );
+        assert_eq!(
+            objects_text(&o, &["srq"]),
+            "CLIENT  KIND  HANDLE  CORE  STATE  DETAIL\n"
+        );
+        let j = objects_json(&o, &["mr", "mw"]);
+        assert_eq!(j.as_array().unwrap().len(), 1);
+        assert_eq!(j[0]["handle"], 0x0001_2a05);
+        assert_eq!(j[0]["core"], Value::Null);
+        let j = objects_json(&o, &["qp"]);
+        assert_eq!(j[0]["detail"]["peer"], "198.18.0.2:7471");
+    }
+
+    #[test]
+    fn counters_per_core_and_total() {
+        let c = fixture::counters();
+        assert_eq!(
+            counters_text(&c),
+            "COUNTER    CORE0  CORE1  TOTAL\n\
+             rx_frames     10      1     11\n\
+             tx_frames     20      2     22\n\
+             drops          -      3      3\n"
+        );
+        let j = counters_json(&c);
+        assert_eq!(j["cores"][1]["values"]["drops"], 3);
+        assert_eq!(j["total"]["tx_frames"], 22);
+        assert_eq!(j["cores"].as_array().unwrap().len(), 2);
+    }
+}
