@@ -32,6 +32,7 @@
 //! atomics.
 
 mod abi;
+mod area;
 mod cqe_slot;
 mod error;
 mod recv_slot;
@@ -41,6 +42,13 @@ mod send_slot;
 mod sgl;
 
 pub use abi::{RingHeader, RingKind, RingLayout, CACHE_LINE, RING_MAGIC, RING_VERSION};
+pub use area::{
+    AreaView, ClientPage, CqControl, DoorbellBlock, DoorbellIter, DoorbellSet, RingHeap,
+    AREA_MAGIC, AREA_VERSION, ARM_NEXT, ARM_OFF, ARM_SOLICITED, CLIENT_PAGE_BYTES,
+    CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET, DAEMON_GONE, DAEMON_RUNNING, DOORBELL_BITS,
+    DOORBELL_BLOCK_BYTES, DOORBELL_OFFSET, DOORBELL_WORDS, MAX_CORES, MAX_CQS_PER_CLIENT,
+    RING_AREA_BYTES, RING_HEAP_OFFSET,
+};
 pub use cqe_slot::{decode_cqe, encode_cqe, CqeSlot, CQE_SLOT_SIZE};
 pub use error::{LayoutError, RingError, SlotError, WrDecodeError};
 pub use recv_slot::{decode_recv_wr, encode_recv_wr, RecvSlot, RECV_SLOT_SIZE};

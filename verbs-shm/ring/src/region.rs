@@ -35,6 +35,9 @@ pub struct Region {
     #[cfg(not(loom))]
     /// Keeps an owned allocation alive; `None` for a foreign mapping.
     _backing: Option<Arc<[Line]>>,
+    #[cfg(not(loom))]
+    /// Keeps a foreign mapping alive (see [`Region::from_mapping`]); `None` otherwise.
+    _keep: Option<Arc<dyn Send + Sync>>,
     #[cfg(loom)]
     words: Arc<[AtomicU64]>,
     #[cfg(loom)]
@@ -73,6 +76,7 @@ impl Region {
             Region {
                 base,
                 _backing: Some(mem),
+                _keep: None,
                 len: lines * CACHE_LINE,
             }
         }
@@ -110,8 +114,32 @@ impl Region {
         Ok(Region {
             base,
             _backing: None,
+            _keep: None,
             len: len / CACHE_LINE * CACHE_LINE,
         })
+    }
+
+    /// Like [`Region::from_raw`], but the region (and every clone and sub-region) holds
+    /// `keep` until the last of them is dropped: `keep` is the owner of the mapping
+    /// (e.g. the object whose `Drop` unmaps it), so the mapping outlives every region.
+    ///
+    /// # Safety
+    ///
+    /// `ptr..ptr+len` must be mapped readable and writable for as long as `keep` lives,
+    /// and must not be accessed by this process other than through regions or with
+    /// atomic or byte copies that tolerate concurrent writes (other processes may write
+    /// it in any way: the ring code treats its content as untrusted).
+    #[cfg(not(loom))]
+    pub unsafe fn from_mapping(
+        ptr: *mut u8,
+        len: usize,
+        keep: Arc<dyn Send + Sync>,
+    ) -> Result<Region, LayoutError> {
+        // SAFETY: the caller guarantees the mapping lives as long as `keep`, which the
+        // returned region (and its clones) hold.
+        let mut r = unsafe { Region::from_raw(ptr, len) }?;
+        r._keep = Some(keep);
+        Ok(r)
     }
 
     /// Length in bytes (a multiple of [`CACHE_LINE`]).
@@ -160,6 +188,39 @@ impl Region {
         self.word(offset)
             .map(|w| w.store(value, Ordering::Release))
             .is_some()
+    }
+
+    /// Atomic `fetch_or` (`Release`) of the word at byte `offset`; returns the previous
+    /// value, `None` if out of bounds or not a multiple of 8.
+    pub fn fetch_or_u64(&self, offset: usize, value: u64) -> Option<u64> {
+        self.word(offset)
+            .map(|w| w.fetch_or(value, Ordering::Release))
+    }
+
+    /// Atomic `fetch_add` (`AcqRel`, wrapping) of the word at byte `offset`; returns the
+    /// previous value, `None` if out of bounds.
+    pub fn fetch_add_u64(&self, offset: usize, value: u64) -> Option<u64> {
+        self.word(offset)
+            .map(|w| w.fetch_add(value, Ordering::AcqRel))
+    }
+
+    /// Atomic `swap` (`Acquire`) of the word at byte `offset`; returns the previous
+    /// value, `None` if out of bounds.
+    pub fn swap_u64(&self, offset: usize, value: u64) -> Option<u64> {
+        self.word(offset).map(|w| w.swap(value, Ordering::Acquire))
+    }
+
+    /// Atomic `compare_exchange(current, new)` (`AcqRel` on success, `Acquire` on
+    /// failure) of the word at byte `offset`: `Some(Ok(previous))` if it was `current`
+    /// and is now `new`, `Some(Err(actual))` if not, `None` if out of bounds.
+    pub fn compare_exchange_u64(
+        &self,
+        offset: usize,
+        current: u64,
+        new: u64,
+    ) -> Option<Result<u64, u64>> {
+        self.word(offset)
+            .map(|w| w.compare_exchange(current, new, Ordering::AcqRel, Ordering::Acquire))
     }
 
     /// The `count` atomic words starting at byte `offset`, or `None` if that is not

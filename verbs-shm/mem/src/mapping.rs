@@ -1,0 +1,232 @@
+//! [`SharedMapping`]: a memfd mapped `MAP_SHARED` read-write, sealed against shrinking
+//! and growing, that the daemon and a client both map.
+
+use std::io;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use iwarp_shm_ring::Region;
+use iwarp_types::MemoryFault;
+use rustix::fs::{MemfdFlags, SealFlags};
+use rustix::mm::{MapFlags, ProtFlags};
+
+/// Small pages (the unit a non-hugetlb memfd is rounded to).
+const PAGE_BYTES: usize = 4096;
+
+/// What memory backs a new mapping.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backing {
+    /// Hugepages (`MFD_HUGETLB`) or an error.
+    Hugepages,
+    /// 4 KiB pages.
+    Pages,
+    /// Hugepages if the kernel has free ones and can seal them, else 4 KiB pages.
+    HugepagesOrPages,
+}
+
+/// The mapping itself; unmapped when the last handle (a [`SharedMapping`] or a `Region`
+/// made by [`SharedMapping::region`]) goes.
+#[derive(Debug)]
+struct Mapping {
+    ptr: NonNull<u8>,
+    map_len: usize,
+    fd: OwnedFd,
+}
+
+// SAFETY: the mapping is plain shared memory; every access through it is either atomic
+// (regions) or an explicit byte copy whose races are documented as the application's
+// business (like RDMA memory); the pointer is valid on every thread.
+unsafe impl Send for Mapping {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `ptr..ptr+map_len` is the mapping made by `map` and nothing refers to it
+        // any more (every SharedMapping and Region holding it is gone).
+        let _ = unsafe { rustix::mm::munmap(self.ptr.as_ptr().cast(), self.map_len) };
+    }
+}
+
+/// A sealed memfd mapped `MAP_SHARED` read-write. `Send + Sync`; share it with `Arc`.
+#[derive(Debug)]
+pub struct SharedMapping {
+    inner: Arc<Mapping>,
+    len: usize,
+    hugepages: bool,
+}
+
+fn round_up(len: usize, unit: usize) -> Option<usize> {
+    len.checked_next_multiple_of(unit)
+}
+
+fn invalid(msg: String) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidInput, msg)
+}
+
+/// The page size of the file behind `fd` (the hugepage size on hugetlbfs).
+fn block_bytes(fd: BorrowedFd<'_>) -> io::Result<(usize, u64)> {
+    let st = rustix::fs::fstat(fd)?;
+    let blk = usize::try_from(st.st_blksize)
+        .unwrap_or(PAGE_BYTES)
+        .max(PAGE_BYTES);
+    let size = u64::try_from(st.st_size).unwrap_or(0);
+    Ok((blk, size))
+}
+
+fn map(fd: OwnedFd, len: usize, map_len: usize, hugepages: bool) -> io::Result<SharedMapping> {
+    // SAFETY: a fresh shared mapping of `map_len` bytes of `fd` at an address the kernel
+    // chooses; it aliases no Rust object. The file is at least `map_len` long (checked
+    // or set by the callers) and sealed against shrinking, so no access inside it faults.
+    let ptr = unsafe {
+        rustix::mm::mmap(
+            std::ptr::null_mut(),
+            map_len,
+            ProtFlags::READ | ProtFlags::WRITE,
+            MapFlags::SHARED,
+            &fd,
+            0,
+        )
+    }?;
+    let ptr = NonNull::new(ptr.cast::<u8>()).ok_or_else(|| invalid("mmap returned null".into()))?;
+    Ok(SharedMapping {
+        inner: Arc::new(Mapping { ptr, map_len, fd }),
+        len,
+        hugepages,
+    })
+}
+
+fn create_with(name: &str, len: usize, huge: bool) -> io::Result<SharedMapping> {
+    let mut flags = MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING;
+    if huge {
+        flags |= MemfdFlags::HUGETLB;
+    }
+    let fd = rustix::fs::memfd_create(name, flags)?;
+    let (blk, _) = block_bytes(fd.as_fd())?;
+    let map_len = round_up(len, blk).ok_or_else(|| invalid(format!("length {len} too large")))?;
+    rustix::fs::ftruncate(&fd, map_len as u64)?;
+    rustix::fs::fcntl_add_seals(&fd, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    map(fd, len, map_len, huge)
+}
+
+impl SharedMapping {
+    /// A new memfd named `name` (for `/proc/<pid>/maps`) of `len_bytes` (rounded up to
+    /// its page size), sealed (`F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL`) and mapped.
+    /// Hugepages need the kernel to have free ones and to seal hugetlb files (4.16+);
+    /// [`Backing::HugepagesOrPages`] falls back to pages if either fails.
+    pub fn create(name: &str, len_bytes: usize, backing: Backing) -> io::Result<SharedMapping> {
+        if len_bytes == 0 {
+            return Err(invalid("a shared mapping needs at least one byte".into()));
+        }
+        match backing {
+            Backing::Pages => create_with(name, len_bytes, false),
+            Backing::Hugepages => create_with(name, len_bytes, true),
+            Backing::HugepagesOrPages => {
+                create_with(name, len_bytes, true).or_else(|_| create_with(name, len_bytes, false))
+            }
+        }
+    }
+
+    /// Maps `len_bytes` of a memfd received from a peer. Refused unless the file is at
+    /// least that long and sealed with `F_SEAL_SHRINK` (a peer that could shrink it
+    /// could make our accesses fault with `SIGBUS`).
+    pub fn from_fd(fd: OwnedFd, len_bytes: usize) -> io::Result<SharedMapping> {
+        if len_bytes == 0 {
+            return Err(invalid("a shared mapping needs at least one byte".into()));
+        }
+        let seals = rustix::fs::fcntl_get_seals(&fd)
+            .map_err(|e| invalid(format!("shared memory fd has no seals (not a memfd?): {e}")))?;
+        if !seals.contains(SealFlags::SHRINK) {
+            return Err(invalid(
+                "shared memory fd is not sealed with F_SEAL_SHRINK: refused".into(),
+            ));
+        }
+        let (blk, size) = block_bytes(fd.as_fd())?;
+        let map_len = round_up(len_bytes, blk)
+            .ok_or_else(|| invalid(format!("length {len_bytes} too large")))?;
+        if size < map_len as u64 {
+            return Err(invalid(format!(
+                "shared memory fd has {size} bytes, {map_len} needed"
+            )));
+        }
+        map(fd, len_bytes, map_len, blk > PAGE_BYTES)
+    }
+
+    /// The memfd (to send to the peer with `SCM_RIGHTS`).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.inner.fd.as_fd()
+    }
+
+    /// A new descriptor of the memfd (`F_DUPFD_CLOEXEC`).
+    pub fn dup_fd(&self) -> io::Result<OwnedFd> {
+        self.inner.fd.as_fd().try_clone_to_owned()
+    }
+
+    /// Usable bytes (as asked; the mapping may be longer, rounded to its page size).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Never true (a mapping has at least one byte); for clippy's `len_without_is_empty`.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// True if hugepages back the mapping.
+    pub fn is_hugepages(&self) -> bool {
+        self.hugepages
+    }
+
+    /// The first byte of the mapping (page aligned). Accesses through it race with the
+    /// peer; use atomics for anything but payload.
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.inner.ptr.as_ptr()
+    }
+
+    /// The mapping as an atomic [`Region`] (`len()` rounded down to 64 bytes), which keeps
+    /// the mapping alive for as long as it or a clone or sub-region exists.
+    pub fn region(&self) -> Region {
+        let keep: Arc<dyn Send + Sync> = self.inner.clone();
+        // SAFETY: the mapping covers `map_len >= len` bytes and stays mapped while
+        // `keep` (the `Mapping`, which unmaps on drop) lives, which the region holds.
+        // The pointer is page aligned, so `from_mapping` cannot fail.
+        unsafe { Region::from_mapping(self.as_ptr(), self.len, keep) }
+            .expect("a page-aligned non-null mapping is a valid region")
+    }
+
+    /// The checked start of `offset..offset+n` (inside `len()`).
+    fn range(&self, offset: u64, n: usize) -> Result<usize, MemoryFault> {
+        let start = usize::try_from(offset).map_err(|_| MemoryFault)?;
+        let end = start.checked_add(n).ok_or(MemoryFault)?;
+        if end > self.len {
+            return Err(MemoryFault);
+        }
+        Ok(start)
+    }
+
+    /// Copies `out.len()` bytes at `offset` into `out`; [`MemoryFault`] (and no copy) if
+    /// the range is not inside `len()`. The peer may write the bytes concurrently: the
+    /// copy is then torn, like a DMA read of memory the application is changing.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), MemoryFault> {
+        let start = self.range(offset, out.len())?;
+        // SAFETY: `start..start+out.len()` is inside the mapping (checked above), which
+        // lives as long as `self`; `out` is private memory, so the ranges do not overlap.
+        // Concurrent writes by the peer process race on payload bytes only (see above).
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.as_ptr().add(start), out.as_mut_ptr(), out.len())
+        };
+        Ok(())
+    }
+
+    /// Copies `data` to `offset`; [`MemoryFault`] (and no copy) if the range is not inside
+    /// `len()`. Races with the peer as [`SharedMapping::read`].
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {
+        let start = self.range(offset, data.len())?;
+        // SAFETY: as in `read`; the mapping is writable (PROT_WRITE, MAP_SHARED).
+        unsafe {
+            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(start), data.len())
+        };
+        Ok(())
+    }
+}
