@@ -252,7 +252,24 @@ impl DaemonPair {
     }
 }
 
-/// Path of a verbs socket, for helper binaries given it on their command line.
-pub fn socket_arg(d: &Daemon) -> &Path {
-    &d.socket
+impl Daemon {
+    /// One daemon alone (a memif server without peer): for tests of the control path.
+    pub fn start_alone(tag: &str) -> Daemon {
+        let id = std::process::id();
+        let dev = format!("net_memif0,role=server,socket=/run/iwarpd/ap-{tag}-{id}.memif");
+        let mut d = Daemon::spawn(
+            &format!("ap-{tag}-{id}"),
+            "config/examples/memif-server.toml",
+            1,
+            &dev,
+            [198, 18, 0, 1],
+        );
+        d.wait_ready();
+        d
+    }
+
+    /// The verbs socket as a command-line argument for the helper binaries.
+    pub fn socket_arg(&self) -> &Path {
+        &self.socket
+    }
 }

@@ -1,0 +1,39 @@
+//! Connects to a verbs socket (argument 1) and says `Hello`; prints the outcome. The
+//! malicious-client suite runs it as user `nobody`, whom the default policy refuses.
+
+use iwarp_verbs_proto::{Channel, ClientMsg, Request, ServerMsg, PROTOCOL_VERSION};
+
+fn main() {
+    let path = std::env::args().nth(1).expect("usage: apps-unprivileged SOCKET");
+    let chan = match Channel::connect(std::path::Path::new(&path)) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("connect refused: {e}");
+            std::process::exit(2);
+        }
+    };
+    let _ = chan.set_recv_timeout(Some(std::time::Duration::from_secs(5)));
+    let hello = ClientMsg {
+        seq: 1,
+        request: Request::Hello {
+            version: PROTOCOL_VERSION,
+            name: "unprivileged".into(),
+        },
+    };
+    if let Err(e) = chan.send(&hello, &[]) {
+        println!("send refused: {e}");
+        std::process::exit(2);
+    }
+    match chan.recv::<ServerMsg>() {
+        Ok((ServerMsg::Reply { result: Err(e), .. }, _)) => {
+            println!("{:?}: {}", e.code, e.message);
+            // The daemon closes the connection after refusing.
+            let closed = matches!(chan.recv::<ServerMsg>(), Err(iwarp_verbs_proto::RecvError::Closed));
+            println!("closed afterwards: {closed}");
+        }
+        other => {
+            println!("admitted or no answer: {other:?}");
+            std::process::exit(1);
+        }
+    }
+}
