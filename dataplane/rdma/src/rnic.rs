@@ -446,4 +446,43 @@ impl Rnic {
     pub fn bind_mw_type1(&mut self, pd: PdId, b: &MwBind) -> Result<(), VerbError> {
         self.mem.bind_mw_type1(pd, b)
     }
+
+    // --- Replicas under a given STag (one engine per core, see `mem::at`) ---
+
+    /// Register Non-Shared MR under exactly `stag` (chosen by another engine's
+    /// [`Rnic::reg_mr`]; its key must be `attr.key`). The errors of `reg_mr`, then
+    /// `InvalidStag` (index 0 or key mismatch) and `InsufficientResources` (index taken).
+    /// Reregister needs no such form: [`Rnic::rereg_mr`] gives the same STag everywhere.
+    pub fn reg_mr_at(
+        &mut self,
+        stag: Stag,
+        attr: &MrAttr,
+        region_len: Option<u64>,
+    ) -> Result<Stag, VerbError> {
+        self.mem.reg_mr_at(&mut self.pds, stag, attr, region_len)
+    }
+
+    /// Allocate Non-Shared MR STag under exactly `stag` (from another engine's
+    /// [`Rnic::alloc_mr_stag`]). Errors as [`Rnic::reg_mr_at`].
+    pub fn alloc_mr_stag_at(
+        &mut self,
+        stag: Stag,
+        pd: PdId,
+        max_len: u64,
+        remote_access_flag: bool,
+    ) -> Result<Stag, VerbError> {
+        self.mem
+            .alloc_mr_stag_at(&mut self.pds, stag, pd, max_len, remote_access_flag)
+    }
+
+    /// Allocate MW under exactly `stag` (from another engine's [`Rnic::alloc_mw`]).
+    /// Errors as [`Rnic::reg_mr_at`].
+    pub fn alloc_mw_at(&mut self, stag: Stag, pd: PdId, kind: MwType) -> Result<Stag, VerbError> {
+        self.mem.alloc_mw_at(&mut self.pds, stag, pd, kind)
+    }
+
+    /// True if the 24-bit STag index names a region or window here (any state or key).
+    pub fn stag_in_use(&self, stag_index: u32) -> bool {
+        self.mem.stag_in_use(stag_index)
+    }
 }

@@ -9,6 +9,7 @@
 //! - `check`: data-path validation of local SGEs and inbound tagged accesses.
 //! - `invalidate`: local and remote invalidation.
 //! - `stag0`: the STag of zero (privileged "physical" addressing of caller arenas).
+//! - `at`: registration at a given STag (replicas of another engine's objects).
 //!
 //! A region is `[region_offset, region_offset + len)` of a caller arena ([`RegionId`]);
 //! tagged offsets run from `base_to` (the VA for VA-based regions, 0 for zero-based ones).
@@ -18,6 +19,7 @@
 //! Each region and window holds one use of its PD in the [`PdTable`](crate::pd::PdTable)
 //! that is passed to the verbs that create and destroy them.
 
+mod at;
 mod check;
 mod fastreg;
 mod invalidate;
@@ -34,6 +36,9 @@ use std::cell::Cell;
 
 use iwarp_types::{Access, PdId, QpId, RegionId, SendOp, Stag};
 use stag::StagSpace;
+
+/// `MemTable::free_pos` of a slot that is in use.
+const NOT_FREE: u32 = u32::MAX;
 
 /// Entries of the memo of recent index lookups (direct-mapped on the index's low bits).
 const LOCATE_MEMO_LEN: usize = 64;
@@ -363,6 +368,9 @@ pub struct MemTable {
     space: StagSpace,
     slots: Vec<Slot>,
     free: Vec<u32>,
+    /// Per slot: its position in `free`, or `NOT_FREE` (so registration at a given STag
+    /// takes its slot out of `free` in O(1)).
+    free_pos: Vec<u32>,
     /// Bumped by every change to an existing entry (each `entry_mut` / `remove`): while
     /// it stands still, everything resolved through the table resolves the same way.
     epoch: u64,
@@ -380,10 +388,15 @@ impl MemTable {
             generation,
             entry: None,
         });
+        let mut free_pos = vec![NOT_FREE; free.len()];
+        for (pos, &s) in free.iter().enumerate() {
+            free_pos[s as usize] = pos as u32;
+        }
         MemTable {
             space,
             slots: slots.collect(),
             free,
+            free_pos,
             epoch: 0,
             memo: std::array::from_fn(|_| Cell::new(Located::default())),
         }
@@ -440,8 +453,15 @@ impl MemTable {
             }
         };
         self.free.pop();
+        self.free_pos[s as usize] = NOT_FREE;
         slot.entry = Some(entry);
         Some(index)
+    }
+
+    /// True if the STag index names a region or window (in any state; the key is not
+    /// checked).
+    pub fn stag_in_use(&self, index: u32) -> bool {
+        self.entry(index).is_some()
     }
 
     /// The entry an STag index names (the key is not checked here).
@@ -476,6 +496,7 @@ impl MemTable {
         }
         let entry = slot.entry.take()?;
         slot.generation = self.space.next_generation(s, g);
+        self.free_pos[s as usize] = self.free.len() as u32;
         self.free.push(s);
         Some(entry)
     }

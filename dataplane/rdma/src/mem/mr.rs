@@ -52,17 +52,26 @@ fn mr_from_attr(a: &MrAttr) -> Mr {
 }
 
 impl MemTable {
-    /// Stores a new entry holding one use of `pd`.
+    /// Stores a new entry holding one use of `pd`, under a fresh index or under index
+    /// `at` (see [`MemTable::vacant`] for its errors).
     pub(crate) fn insert_with_pd(
         &mut self,
         pds: &mut PdTable,
+        at: Option<u32>,
         entry: Entry,
     ) -> Result<u32, VerbError> {
         if self.len() >= self.capacity() {
             return Err(VerbError::InsufficientResources);
         }
+        if let Some(index) = at {
+            self.vacant(index)?;
+        }
         pds.acquire(entry.pd())?;
-        match self.insert(entry) {
+        let placed = match at {
+            None => self.insert(entry),
+            Some(index) => self.insert_at(index, entry),
+        };
+        match placed {
             Some(index) => Ok(index),
             None => {
                 pds.release(entry.pd());
@@ -82,8 +91,19 @@ impl MemTable {
         attr: &MrAttr,
         region_len: Option<u64>,
     ) -> Result<Stag, VerbError> {
+        self.reg_mr_in(pds, None, attr, region_len)
+    }
+
+    /// [`MemTable::reg_mr`] under a fresh index or under index `at`.
+    pub(super) fn reg_mr_in(
+        &mut self,
+        pds: &mut PdTable,
+        at: Option<u32>,
+        attr: &MrAttr,
+        region_len: Option<u64>,
+    ) -> Result<Stag, VerbError> {
         check_attr(pds, attr, region_len)?;
-        let index = self.insert_with_pd(pds, Entry::Mr(mr_from_attr(attr)))?;
+        let index = self.insert_with_pd(pds, at, Entry::Mr(mr_from_attr(attr)))?;
         Ok(Stag::new(index, attr.key))
     }
 
@@ -158,7 +178,7 @@ impl MemTable {
             max_len: src.len,
             mws_bound: 0,
         };
-        let index = self.insert_with_pd(pds, Entry::Mr(mr))?;
+        let index = self.insert_with_pd(pds, None, Entry::Mr(mr))?;
         if let Some(m) = self.mr_mut(stag.index()) {
             m.shared = true;
         }
@@ -175,15 +195,28 @@ impl MemTable {
         max_len: u64,
         remote_access_flag: bool,
     ) -> Result<Stag, VerbError> {
+        self.alloc_mr_stag_in(pds, None, pd, max_len, remote_access_flag)
+    }
+
+    /// [`MemTable::alloc_mr_stag`] under a fresh index (key 0) or under STag `at`.
+    pub(super) fn alloc_mr_stag_in(
+        &mut self,
+        pds: &mut PdTable,
+        at: Option<Stag>,
+        pd: PdId,
+        max_len: u64,
+        remote_access_flag: bool,
+    ) -> Result<Stag, VerbError> {
         if !pds.contains(pd) {
             return Err(VerbError::InvalidPd);
         }
         if max_len == 0 {
             return Err(VerbError::InvalidLength);
         }
+        let key = at.map_or(0, Stag::key);
         let mr = Mr {
             pd,
-            key: 0,
+            key,
             valid: false,
             shared: false,
             remote_access_flag,
@@ -196,8 +229,8 @@ impl MemTable {
             max_len,
             mws_bound: 0,
         };
-        let index = self.insert_with_pd(pds, Entry::Mr(mr))?;
-        Ok(Stag::new(index, 0))
+        let index = self.insert_with_pd(pds, at.map(Stag::index), Entry::Mr(mr))?;
+        Ok(Stag::new(index, key))
     }
 
     /// Query MR by STag index (the key is ignored). `InvalidStag` for windows, STag 0 and

@@ -21,19 +21,32 @@ impl MemTable {
         pd: PdId,
         kind: MwType,
     ) -> Result<Stag, VerbError> {
+        self.alloc_mw_in(pds, None, pd, kind)
+    }
+
+    /// [`MemTable::alloc_mw`] under a fresh index (key 0) or under STag `at`.
+    pub(super) fn alloc_mw_in(
+        &mut self,
+        pds: &mut PdTable,
+        at: Option<Stag>,
+        pd: PdId,
+        kind: MwType,
+    ) -> Result<Stag, VerbError> {
         if !pds.contains(pd) {
             return Err(VerbError::InvalidPd);
         }
+        let key = at.map_or(0, Stag::key);
         let index = self.insert_with_pd(
             pds,
+            at.map(Stag::index),
             Entry::Mw(Mw {
                 pd,
-                key: 0,
+                key,
                 kind,
                 binding: None,
             }),
         )?;
-        Ok(Stag::new(index, 0))
+        Ok(Stag::new(index, key))
     }
 
     /// Query MW by STag index. `InvalidStag` for regions, STag 0 and unknown indices.

@@ -5,5 +5,6 @@ mod gaps;
 mod mem_ops;
 mod order;
 mod pair;
+mod replica;
 mod stag0;
 mod states;
