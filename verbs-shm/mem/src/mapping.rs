@@ -230,3 +230,85 @@ impl SharedMapping {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn two_mappings_of_one_fd_share_bytes() {
+        let a = SharedMapping::create("t", 10_000, Backing::Pages).unwrap();
+        assert_eq!(
+            (a.len(), a.is_hugepages(), a.is_empty()),
+            (10_000, false, false)
+        );
+        assert_eq!(a.as_ptr() as usize % 4096, 0);
+        let b = SharedMapping::from_fd(a.dup_fd().unwrap(), 10_000).unwrap();
+        assert_ne!(a.as_ptr(), b.as_ptr());
+        a.write(9_990, b"0123456789").unwrap();
+        let mut out = [0u8; 10];
+        b.read(9_990, &mut out).unwrap();
+        assert_eq!(&out, b"0123456789");
+        // Atomic regions see the same memory, and keep it mapped after the handle goes.
+        let r = b.region();
+        assert_eq!(r.len(), 10_000 / 64 * 64);
+        drop(b);
+        r.store_u64(64, 0x1122);
+        let mut w = [0u8; 8];
+        a.read(64, &mut w).unwrap();
+        assert_eq!(u64::from_ne_bytes(w), 0x1122);
+    }
+
+    #[test]
+    fn bounds_are_checked() {
+        let a = SharedMapping::create("t", 100, Backing::Pages).unwrap();
+        let mut out = [0u8; 8];
+        assert_eq!(a.read(93, &mut out), Err(MemoryFault));
+        assert_eq!(a.write(u64::MAX, &out), Err(MemoryFault));
+        assert_eq!(a.read(92, &mut out), Ok(()));
+        assert!(SharedMapping::create("t", 0, Backing::Pages).is_err());
+        assert!(SharedMapping::create("t", usize::MAX, Backing::Pages).is_err());
+    }
+
+    #[test]
+    fn seals_are_enforced() {
+        let a = SharedMapping::create("t", 8192, Backing::Pages).unwrap();
+        let seals = rustix::fs::fcntl_get_seals(a.fd()).unwrap();
+        assert!(seals.contains(SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL));
+        assert!(rustix::fs::ftruncate(a.fd(), 4096).is_err());
+        assert!(rustix::fs::ftruncate(a.fd(), 1 << 20).is_err());
+        assert!(rustix::fs::fcntl_add_seals(a.fd(), SealFlags::WRITE).is_err());
+    }
+
+    #[test]
+    fn from_fd_refuses_unsealed_short_or_foreign_fds() {
+        let unsealed =
+            rustix::fs::memfd_create("u", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        rustix::fs::ftruncate(&unsealed, 4096).unwrap();
+        let e = SharedMapping::from_fd(unsealed, 4096).unwrap_err();
+        assert!(e.to_string().contains("F_SEAL_SHRINK"), "{e}");
+        let a = SharedMapping::create("t", 4096, Backing::Pages).unwrap();
+        let e = SharedMapping::from_fd(a.dup_fd().unwrap(), 8192).unwrap_err();
+        assert!(e.to_string().contains("bytes"), "{e}");
+        assert!(SharedMapping::from_fd(a.dup_fd().unwrap(), 0).is_err());
+        let file = std::fs::File::open("/proc/self/stat").unwrap();
+        assert!(SharedMapping::from_fd(file.into(), 10).is_err());
+    }
+
+    #[test]
+    fn hugepages_or_pages_always_maps() {
+        let len = 3 << 20;
+        let m = SharedMapping::create("h", len, Backing::HugepagesOrPages).unwrap();
+        m.write(len as u64 - 1, &[7]).unwrap();
+        let peer = SharedMapping::from_fd(m.dup_fd().unwrap(), len).unwrap();
+        assert_eq!(peer.is_hugepages(), m.is_hugepages());
+        let mut b = [0u8];
+        peer.read(len as u64 - 1, &mut b).unwrap();
+        assert_eq!(b, [7]);
+        // Hugepages only: either really hugepages, or an error (no free ones here).
+        match SharedMapping::create("h", len, Backing::Hugepages) {
+            Ok(h) => assert!(h.is_hugepages()),
+            Err(e) => assert!(e.raw_os_error().is_some(), "{e}"),
+        }
+    }
+}

@@ -68,3 +68,45 @@ impl Memory for ShmMemory {
             .unwrap_or(Err(MemoryFault))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn heap_arenas_and_faults() {
+        let mut m = ShmMemory::with_heap_arenas(&[4096, 100]).unwrap();
+        assert_eq!(m.region_len(RegionId(0)), Some(4096));
+        assert_eq!(m.region_len(RegionId(1)), Some(100));
+        assert_eq!(m.region_len(RegionId(2)), None);
+        m.write(RegionId(1), 97, &[1, 2, 3]).unwrap();
+        let mut out = [0u8; 3];
+        let other_core = m.clone();
+        other_core.read(RegionId(1), 97, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3]);
+        assert_eq!(m.write(RegionId(1), 98, &[0; 3]), Err(MemoryFault));
+        assert_eq!(m.read(RegionId(0), u64::MAX, &mut out), Err(MemoryFault));
+        assert_eq!(m.read(RegionId(7), 0, &mut out), Err(MemoryFault));
+        assert_eq!(m.write(RegionId(u32::MAX), 0, &out), Err(MemoryFault));
+        assert!(ShmMemory::with_heap_arenas(&[0]).is_err());
+    }
+
+    #[test]
+    fn client_arenas_appear_and_disappear() {
+        let mut m = ShmMemory::with_heap_arenas(&[]).unwrap();
+        let daemon = Arc::new(SharedMapping::create("a", 8192, Backing::Pages).unwrap());
+        let client = SharedMapping::from_fd(daemon.dup_fd().unwrap(), 8192).unwrap();
+        let id = m.table().insert(daemon).unwrap();
+        client.write(100, b"from the client").unwrap();
+        let mut out = [0u8; 15];
+        m.read(id, 100, &mut out).unwrap();
+        assert_eq!(&out, b"from the client");
+        m.write(id, 0, b"engine").unwrap();
+        let mut back = [0u8; 6];
+        client.read(0, &mut back).unwrap();
+        assert_eq!(&back, b"engine");
+        assert!(m.table().remove(id).is_some());
+        assert_eq!(m.read(id, 0, &mut out), Err(MemoryFault));
+        assert_eq!(m.region_len(id), None);
+    }
+}

@@ -182,3 +182,61 @@ impl Drop for RegionTable {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Backing;
+
+    fn mapping(len: usize) -> Arc<SharedMapping> {
+        Arc::new(SharedMapping::create("t", len, Backing::Pages).unwrap())
+    }
+
+    #[test]
+    fn insert_get_remove_reuse() {
+        let t = RegionTable::new(2);
+        assert!(t.is_empty());
+        let a = t.insert(mapping(64)).unwrap();
+        let b = t.insert(mapping(128)).unwrap();
+        assert_eq!((a, b, t.len()), (RegionId(0), RegionId(1), 2));
+        assert!(t.insert(mapping(64)).is_none(), "full");
+        assert_eq!(t.get(b).unwrap().len(), 128);
+        let m = t.remove(a).unwrap();
+        assert_eq!(Arc::strong_count(&m), 1);
+        assert!(t.remove(a).is_none() && t.get(a).is_none());
+        assert!(t.get(RegionId(99)).is_none() && t.remove(RegionId(99)).is_none());
+        assert_eq!(t.insert(mapping(256)), Some(RegionId(0)));
+        assert_eq!((t.len(), t.capacity()), (2, 2));
+        assert_eq!(RegionTable::new(0).capacity(), 1);
+    }
+
+    #[test]
+    fn remove_waits_for_readers() {
+        let t = Arc::new(RegionTable::new(4));
+        let id = t.insert(mapping(4096)).unwrap();
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let t2 = t.clone();
+        let reader = std::thread::spawn(move || {
+            t2.with(t2.reader_index(), id, |m| {
+                entered_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                m.write(0, &[1; 4096]).unwrap();
+            })
+        });
+        entered_rx.recv().unwrap();
+        let t3 = t.clone();
+        let remover = std::thread::spawn(move || t3.remove(id));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !remover.is_finished(),
+            "remove returned while a reader used the mapping"
+        );
+        go_tx.send(()).unwrap();
+        assert!(reader.join().unwrap().is_some());
+        let m = remover.join().unwrap().unwrap();
+        let mut b = [0u8; 1];
+        m.read(4095, &mut b).unwrap();
+        assert_eq!(b, [1]);
+    }
+}

@@ -619,3 +619,202 @@ impl RingHeap {
         self.free.len()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::{Consumer, Producer};
+
+    fn area() -> (AreaView, Region) {
+        let r = Region::alloc(RING_HEAP_OFFSET + (1 << 20));
+        (AreaView::init(r.clone(), 7, 2).unwrap(), r)
+    }
+
+    #[test]
+    fn init_then_attach_agree() {
+        let (daemon, r) = area();
+        let client = AreaView::attach(r.clone()).unwrap();
+        assert_eq!((client.client_id(), client.cores()), (7, 2));
+        assert_eq!(client.area_len(), r.len());
+        assert_eq!(client.daemon_state(), DAEMON_RUNNING);
+        daemon.set_daemon_state(DAEMON_GONE);
+        assert_eq!(client.daemon_state(), DAEMON_GONE);
+        assert_eq!(r.load_u64(0), Some(AREA_MAGIC));
+        assert!(client.doorbell(1).is_some() && client.doorbell(2).is_none());
+        assert!(client.cq_control(MAX_CQS_PER_CLIENT - 1).is_some());
+        assert!(client.cq_control(MAX_CQS_PER_CLIENT).is_none());
+    }
+
+    #[test]
+    fn attach_rejects_bad_headers() {
+        let small = Region::alloc(RING_HEAP_OFFSET - 64);
+        assert!(matches!(
+            AreaView::init(small.clone(), 1, 1),
+            Err(LayoutError::TooSmall { .. })
+        ));
+        assert!(matches!(
+            AreaView::attach(small),
+            Err(LayoutError::TooSmall { .. })
+        ));
+        let r = Region::alloc(RING_HEAP_OFFSET);
+        assert!(matches!(
+            AreaView::init(r.clone(), 1, 0),
+            Err(LayoutError::Mismatch { field: "cores", .. })
+        ));
+        assert!(AreaView::init(r.clone(), 1, MAX_CORES + 1).is_err());
+        assert!(matches!(
+            AreaView::attach(r.clone()),
+            Err(LayoutError::BadMagic(0))
+        ));
+        let (_, r) = area();
+        let mutate = |off: usize, v: u64| {
+            let old = r.load_u64(off).unwrap();
+            r.store_u64(off, v);
+            let e = AreaView::attach(r.clone()).unwrap_err();
+            r.store_u64(off, old);
+            e
+        };
+        assert_eq!(mutate(8, pack(2, 7)), LayoutError::BadVersion(2));
+        assert!(matches!(
+            mutate(16, pack(65, 0)),
+            LayoutError::Mismatch { field: "cores", .. }
+        ));
+        assert!(matches!(
+            mutate(32, 0),
+            LayoutError::Mismatch {
+                field: "doorbell_offset",
+                ..
+            }
+        ));
+        assert!(matches!(
+            mutate(40, u64::MAX),
+            LayoutError::Mismatch {
+                field: "cq_control_offset",
+                ..
+            }
+        ));
+        assert!(matches!(
+            mutate(48, 4096),
+            LayoutError::Mismatch {
+                field: "ring_heap_offset",
+                ..
+            }
+        ));
+        assert!(matches!(mutate(56, u64::MAX), LayoutError::TooSmall { .. }));
+        assert!(AreaView::attach(r).is_ok());
+    }
+
+    #[test]
+    fn ring_regions_are_bounded_to_the_heap() {
+        let (a, _) = area();
+        let l = RingLayout::send_queue(16).unwrap();
+        let off = RING_HEAP_OFFSET as u64;
+        let reg = a.ring_region(off, l).unwrap();
+        let mut p = Producer::init(reg, l).unwrap();
+        let mut c = Consumer::attach(a.ring_region(off, l).unwrap(), l).unwrap();
+        p.push(&[1u8; crate::SEND_SLOT_SIZE]).unwrap();
+        assert_eq!(c.len(), Ok(1));
+        assert!(matches!(
+            a.ring_region(off - 64, l),
+            Err(LayoutError::OutOfBounds)
+        ));
+        assert!(a.ring_region(0, l).is_err());
+        assert!(a.ring_region(off + 8, l).is_err());
+        assert!(a.ring_region(a.area_len() as u64 - 64, l).is_err());
+        assert!(a.ring_region(u64::MAX, l).is_err());
+        let end = (a.area_len() - l.total_bytes()) as u64 / 64 * 64;
+        assert!(a.ring_region(end, l).is_ok());
+    }
+
+    #[test]
+    fn doorbells_ring_and_take() {
+        let (a, _) = area();
+        let (d0, d1) = (a.doorbell(0).unwrap(), a.doorbell(1).unwrap());
+        assert!(d0.ring(0) && d0.ring(65) && d0.ring(4095) && d0.ring(65));
+        assert!(!d0.ring(DOORBELL_BITS));
+        let mut set = DoorbellSet::new();
+        assert!(!d1.take(&mut set) && set.is_empty());
+        assert!(d0.take(&mut set));
+        assert_eq!(set.iter().collect::<Vec<_>>(), vec![0, 65, 4095]);
+        assert!(!d0.take(&mut set), "taken bits are cleared");
+        assert!(set.remove(65) && !set.remove(65) && !set.contains(65) && set.contains(0));
+        assert!(set.insert(64) && !set.insert(4096) && !set.contains(u32::MAX));
+        assert_eq!((&set).into_iter().collect::<Vec<_>>(), vec![0, 64, 4095]);
+        set.clear();
+        assert_eq!(set.iter().next(), None);
+        // A summary bit without bits (a scribbling client) takes nothing.
+        a.region().store_u64(DOORBELL_OFFSET, u64::MAX);
+        assert!(!d0.take(&mut set) && set.is_empty());
+        assert!(DoorbellBlock::new(Region::alloc(512)).is_err());
+    }
+
+    #[test]
+    fn cq_control_fires_once_per_arm() {
+        let (a, _) = area();
+        let cq = a.cq_control(3).unwrap();
+        assert!(!cq.try_fire(true), "not armed");
+        cq.arm(false);
+        assert_eq!(cq.arm_state(), ARM_NEXT);
+        assert!(cq.try_fire(false));
+        assert!(!cq.try_fire(true), "fired once");
+        assert_eq!((cq.events(), cq.arm_state()), (1, ARM_OFF));
+        cq.arm(true);
+        assert!(!cq.try_fire(false), "solicited only");
+        assert!(cq.try_fire(true));
+        cq.arm(true);
+        cq.disarm();
+        assert!(!cq.try_fire(true));
+        a.region().store_u64(CQ_CONTROL_OFFSET + 3 * 64, 77);
+        assert!(!cq.try_fire(true), "garbage arm never fires");
+        cq.add_overflow();
+        cq.add_overflow();
+        assert_eq!((cq.events(), cq.overflows()), (2, 2));
+        assert_eq!(a.cq_control(2).unwrap().events(), 0);
+        assert!(
+            CqControl::new(Region::alloc(0)).is_ok() && CqControl::new(Region::alloc(64)).is_ok()
+        );
+    }
+
+    #[test]
+    fn ring_heap_first_fit_and_coalesce() {
+        let len = (RING_HEAP_OFFSET + 64 * 100) as u64;
+        let mut h = RingHeap::new(len);
+        let base = RING_HEAP_OFFSET as u64;
+        assert_eq!(h.alloc(0), None);
+        let a = h.alloc(1).unwrap();
+        let b = h.alloc(65).unwrap();
+        let c = h.alloc(64).unwrap();
+        assert_eq!((a, b, c), (base, base + 64, base + 192));
+        assert_eq!(h.free_bytes(), 64 * 96);
+        assert!(h.free(b) && !h.free(b) && !h.free(base + 8));
+        assert_eq!(h.alloc(64), Some(base + 64), "first fit reuses the hole");
+        assert_eq!(h.alloc(128), Some(base + 256));
+        assert!(h.free(base + 64) && h.free(a) && h.free(c) && h.free(base + 256));
+        assert_eq!(
+            (h.free_extents(), h.free_bytes(), h.live_blocks()),
+            (1, 64 * 100, 0)
+        );
+        assert_eq!(h.alloc(64 * 101), None);
+        assert_eq!(h.alloc(64 * 100), Some(base));
+        assert_eq!(h.alloc(1), None);
+        assert_eq!(RingHeap::new(100).alloc(64), None);
+        assert_eq!(RingHeap::new(u64::MAX).alloc(u64::MAX), None);
+    }
+
+    #[test]
+    fn ring_heap_is_bounded() {
+        let mut h = RingHeap::new((RING_HEAP_OFFSET + 64 * (RingHeap::MAX_BLOCKS + 8)) as u64);
+        for _ in 0..RingHeap::MAX_BLOCKS {
+            assert!(h.alloc(64).is_some());
+        }
+        assert_eq!(h.alloc(64), None);
+        assert!(h.free(RING_HEAP_OFFSET as u64));
+        assert!(h.alloc(64).is_some());
+    }
+
+    #[test]
+    fn pack_is_repr_c_order() {
+        assert_eq!(unpack(pack(AREA_VERSION, 9)), (AREA_VERSION, 9));
+        assert_eq!(pack(5, 0).to_ne_bytes()[..4], 5u32.to_ne_bytes());
+    }
+}
