@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod daemon;
+pub mod raw;
 pub mod system;
 
 pub use admin::RawClient;
