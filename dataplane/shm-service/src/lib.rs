@@ -2,9 +2,17 @@
 #![forbid(unsafe_code)]
 
 mod area;
+mod cq;
+mod events;
+mod exec;
 mod handle;
 mod request;
+mod rings;
 mod service;
+mod tables;
+
+#[cfg(test)]
+mod tests;
 
 pub use area::{CqControl, DoorbellBlock, DoorbellSet, DOORBELL_BITS, DOORBELL_WORDS};
 pub use handle::ServiceHandle;
@@ -12,4 +20,5 @@ pub use request::{
     AsyncObject, ClientId, ClientSnapshot, CmNotice, Freed, RingSpec, ServiceCounters,
     ServiceError, ServiceNotice, ServiceReply, ServiceRequest, WorkRing, CQE_FLAG_RING_MOVED,
 };
-pub use service::{service_channel, PortFilter, ServiceConfig, ShmService};
+pub use rings::NO_QP_HANDLE;
+pub use service::{service_channel, service_channel_with, PortFilter, ServiceConfig, ShmService};

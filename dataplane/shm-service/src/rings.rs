@@ -1,0 +1,356 @@
+//! Serving the client-to-core rings: doorbells → pending list → bounded bursts of
+//! slots, decoded and posted to the engine; a slot that does not decode or that the
+//! engine refuses completes in error.
+
+use iwarp_proto::Engine;
+use iwarp_shm_ring::{decode_recv_wr, decode_send_wr, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
+use iwarp_types::{
+    CqId, Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus,
+};
+
+use crate::request::{AsyncObject, ServiceNotice};
+use crate::service::ShmService;
+use crate::tables::{Bell, PendingRing, STASH_MAX};
+
+/// The `qp` of an error completion that belongs to no QP (a malformed SRQ slot).
+pub const NO_QP_HANDLE: u32 = u32::MAX;
+
+/// The completion status of a WR the engine refused at post time.
+pub(crate) fn status_of(e: VerbError) -> WcStatus {
+    match e {
+        VerbError::InvalidStag => WcStatus::InvalidStag,
+        VerbError::InvalidLength => WcStatus::InvalidLength,
+        VerbError::InvalidVa => WcStatus::InvalidVa,
+        VerbError::InvalidAccessRights => WcStatus::InvalidAccessRights,
+        VerbError::InvalidPd => WcStatus::InvalidPd,
+        VerbError::InvalidQpState => WcStatus::Flushed,
+        _ => WcStatus::InvalidWqe,
+    }
+}
+
+/// The completion opcode of a send operation.
+pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
+    match op {
+        SendOp::Send => WcOpcode::Send,
+        SendOp::SendSe => WcOpcode::SendSe,
+        SendOp::SendInv { .. } => WcOpcode::SendInv,
+        SendOp::SendSeInv { .. } => WcOpcode::SendSeInv,
+        SendOp::Write { .. } => WcOpcode::Write,
+        SendOp::Read {
+            invalidate_local, ..
+        } => {
+            if *invalidate_local {
+                WcOpcode::ReadInv
+            } else {
+                WcOpcode::Read
+            }
+        }
+        SendOp::Bind { .. } => WcOpcode::Bind,
+        SendOp::FastReg { .. } => WcOpcode::FastReg,
+        SendOp::LocalInv { .. } => WcOpcode::LocalInv,
+    }
+}
+
+/// An error completion for `wr_id`.
+fn error_cqe(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp: u32) -> Cqe {
+    Cqe {
+        wr_id,
+        status,
+        opcode,
+        byte_len: 0,
+        qp: QpId(qp),
+        invalidated: None,
+        solicited: false,
+    }
+}
+
+impl ShmService {
+    /// Takes every attached client's doorbells of this core and queues the rings they
+    /// name (each ring at most once).
+    pub(crate) fn take_doorbells(&mut self) {
+        let (qps, srqs, pending) = (&mut self.qps, &mut self.srqs, &mut self.pending);
+        for c in self.clients.values_mut() {
+            c.doorbells.take(&mut c.rung);
+            let bells = &c.bells;
+            let stats = &mut c.stats;
+            c.rung.drain(|b| {
+                match bells.get(b as usize).copied().unwrap_or(Bell::None) {
+                    Bell::None => stats.stray_doorbells += 1,
+                    Bell::Sq(qp) => {
+                        if let Some(q) = qps.get_mut(&qp) {
+                            if !q.sq_pending && !q.broken && pending.len() < pending.capacity() {
+                                q.sq_pending = true;
+                                pending.push(PendingRing::Sq(qp));
+                            }
+                        }
+                    }
+                    Bell::Rq(qp) => {
+                        if let Some(q) = qps.get_mut(&qp) {
+                            if !q.rq_pending && !q.broken && pending.len() < pending.capacity() {
+                                q.rq_pending = true;
+                                pending.push(PendingRing::Rq(qp));
+                            }
+                        }
+                    }
+                    Bell::Srq(srq) => {
+                        if let Some(s) = srqs.get_mut(&srq) {
+                            if !s.pending && !s.broken && pending.len() < pending.capacity() {
+                                s.pending = true;
+                                pending.push(PendingRing::Srq(srq));
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    }
+
+    /// Serves up to `rings_per_poll` rings of the pending list; a ring left non-empty
+    /// goes to the back.
+    pub(crate) fn serve_pending(&mut self, engine: &mut Engine) {
+        let n = self.pending.len().min(self.cfg.rings_per_poll);
+        for i in 0..n {
+            let ring = self.pending[i];
+            let again = match ring {
+                PendingRing::Sq(qp) => self.serve_sq(engine, qp),
+                PendingRing::Rq(qp) => self.serve_rq(engine, qp),
+                PendingRing::Srq(srq) => self.serve_srq(engine, srq),
+            };
+            if again {
+                // Capacity holds: the ring was in the list and is counted in it.
+                self.pending.push(ring);
+            } else {
+                match ring {
+                    PendingRing::Sq(qp) => {
+                        if let Some(q) = self.qps.get_mut(&qp) {
+                            q.sq_pending = false;
+                        }
+                    }
+                    PendingRing::Rq(qp) => {
+                        if let Some(q) = self.qps.get_mut(&qp) {
+                            q.rq_pending = false;
+                        }
+                    }
+                    PendingRing::Srq(srq) => {
+                        if let Some(s) = self.srqs.get_mut(&srq) {
+                            s.pending = false;
+                        }
+                    }
+                }
+            }
+        }
+        self.pending.drain(..n);
+    }
+
+    /// How many slots may be taken for a ring completing into `cq` (room for their
+    /// error completions in its stash).
+    fn room(&self, cq: Option<CqId>) -> usize {
+        let stash = cq
+            .and_then(|c| self.cqs.get(&c))
+            .map_or(0, |c| c.stash.len());
+        self.cfg.ring_burst.min(STASH_MAX.saturating_sub(stash))
+    }
+
+    /// Serves a QP's SQ; true if slots are left.
+    fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+        let Some(q) = self.qps.get(&qp) else {
+            return false;
+        };
+        if q.broken {
+            return false;
+        }
+        let (cq, handle, sig_all, client) = (q.send_cq, q.handle, q.sig_all, q.client);
+        let want = self.room(Some(cq));
+        if want == 0 {
+            return true;
+        }
+        let buf = &mut self.slots[..want * SEND_SLOT_SIZE];
+        let Some(q) = self.qps.get_mut(&qp) else {
+            return false;
+        };
+        let n = match q.sq.pop_burst(buf) {
+            Ok(n) => n,
+            Err(RingError::Corrupt { .. }) => {
+                self.ring_corrupt_qp(engine, qp);
+                return false;
+            }
+            Err(_) => return false,
+        };
+        let (mut posted, mut rejected) = (0u64, 0u64);
+        for i in 0..n {
+            let mut slot = [0u8; SEND_SLOT_SIZE];
+            slot.copy_from_slice(&self.slots[i * SEND_SLOT_SIZE..(i + 1) * SEND_SLOT_SIZE]);
+            let r = match decode_send_wr(&slot) {
+                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle)),
+                Ok(mut wr) => {
+                    if sig_all {
+                        wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
+                    }
+                    let op = wc_opcode(&wr.op);
+                    let translated = self.translate_fastreg(client, &mut wr.op);
+                    match translated {
+                        false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, op, handle)),
+                        true => engine
+                            .post_send(qp, &wr)
+                            .map_err(|e| error_cqe(wr.wr_id, status_of(e), op, handle)),
+                    }
+                }
+            };
+            match r {
+                Ok(()) => posted += 1,
+                Err(cqe) => {
+                    rejected += 1;
+                    self.complete_error(engine, cq, cqe);
+                }
+            }
+        }
+        self.count_wrs(client, posted, rejected);
+        n == want
+    }
+
+    /// A FastReg names the client's arena handle: replace it by the region. False if the
+    /// client has no such arena.
+    fn translate_fastreg(&self, client: u32, op: &mut SendOp) -> bool {
+        if let SendOp::FastReg { region, .. } = op {
+            let found = self
+                .clients
+                .get(&client)
+                .and_then(|c| c.arenas.get(&region.0).copied());
+            match found {
+                Some(r) => *region = r,
+                None => return false,
+            }
+        }
+        true
+    }
+
+    /// Serves a QP's RQ; true if slots are left.
+    fn serve_rq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+        let Some(q) = self.qps.get(&qp) else {
+            return false;
+        };
+        if q.broken || q.rq.is_none() {
+            return false;
+        }
+        let (cq, handle, client) = (q.recv_cq, q.handle, q.client);
+        let want = self.room(Some(cq));
+        if want == 0 {
+            return true;
+        }
+        let buf = &mut self.slots[..want * RECV_SLOT_SIZE];
+        let Some((rq, _)) = self.qps.get_mut(&qp).and_then(|q| q.rq.as_mut()) else {
+            return false;
+        };
+        let n = match rq.pop_burst(buf) {
+            Ok(n) => n,
+            Err(RingError::Corrupt { .. }) => {
+                self.ring_corrupt_qp(engine, qp);
+                return false;
+            }
+            Err(_) => return false,
+        };
+        let (mut posted, mut rejected) = (0u64, 0u64);
+        for i in 0..n {
+            let mut slot = [0u8; RECV_SLOT_SIZE];
+            slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
+            let r = match decode_recv_wr(&slot) {
+                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Recv, handle)),
+                Ok(wr) => engine
+                    .post_recv(qp, &wr)
+                    .map_err(|e| error_cqe(wr.wr_id, status_of(e), WcOpcode::Recv, handle)),
+            };
+            match r {
+                Ok(()) => posted += 1,
+                Err(cqe) => {
+                    rejected += 1;
+                    self.complete_error(engine, cq, cqe);
+                }
+            }
+        }
+        self.count_wrs(client, posted, rejected);
+        n == want
+    }
+
+    /// Serves an SRQ; true if slots are left.
+    fn serve_srq(&mut self, engine: &mut Engine, srq: SrqId) -> bool {
+        let Some(s) = self.srqs.get(&srq) else {
+            return false;
+        };
+        if s.broken {
+            return false;
+        }
+        let (cq, client) = (s.err_cq, s.client);
+        let want = self.room(cq);
+        if want == 0 {
+            return true;
+        }
+        let buf = &mut self.slots[..want * RECV_SLOT_SIZE];
+        let Some(s) = self.srqs.get_mut(&srq) else {
+            return false;
+        };
+        let n = match s.ring.pop_burst(buf) {
+            Ok(n) => n,
+            Err(RingError::Corrupt { .. }) => {
+                s.broken = true;
+                self.counters.rings_corrupt += 1;
+                let handle = s.handle;
+                self.notify(ServiceNotice::RingCorrupt {
+                    client,
+                    object: AsyncObject::Srq(handle),
+                });
+                return false;
+            }
+            Err(_) => return false,
+        };
+        let (mut posted, mut rejected) = (0u64, 0u64);
+        for i in 0..n {
+            let mut slot = [0u8; RECV_SLOT_SIZE];
+            slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
+            let r = match decode_recv_wr(&slot) {
+                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Recv, NO_QP_HANDLE)),
+                Ok(wr) => engine.rnic_mut().post_srq_recv(srq, &wr).map_err(|e| {
+                    error_cqe(wr.wr_id, status_of(e), WcOpcode::Recv, NO_QP_HANDLE)
+                }),
+            };
+            match r {
+                Ok(()) => posted += 1,
+                Err(cqe) => {
+                    rejected += 1;
+                    if let Some(cq) = cq {
+                        self.complete_error(engine, cq, cqe);
+                    }
+                }
+            }
+        }
+        self.count_wrs(client, posted, rejected);
+        n == want
+    }
+
+    fn count_wrs(&mut self, client: u32, posted: u64, rejected: u64) {
+        if let Some(c) = self.clients.get_mut(&client) {
+            c.stats.wrs_posted += posted;
+            c.stats.wrs_rejected += rejected;
+        }
+    }
+
+    /// A QP's ring broke the index protocol: the QP goes to Error (its connection is
+    /// reset, its WRs flushed), its rings are never served again, the control thread
+    /// hears of it.
+    fn ring_corrupt_qp(&mut self, engine: &mut Engine, qp: QpId) {
+        let Some(q) = self.qps.get_mut(&qp) else {
+            return;
+        };
+        q.broken = true;
+        let (client, handle) = (q.client, q.handle);
+        self.counters.rings_corrupt += 1;
+        let m = iwarp_rdma::QpModify {
+            state: Some(QpState::Error),
+            ..Default::default()
+        };
+        let _ = engine.modify_qp(qp, &m);
+        self.notify(ServiceNotice::RingCorrupt {
+            client,
+            object: AsyncObject::Qp(handle),
+        });
+    }
+}
