@@ -1,7 +1,6 @@
 //! The per-core shared-memory verbs service (see docs/APPS.md).
 #![forbid(unsafe_code)]
 
-mod area;
 mod cq;
 mod events;
 mod exec;
@@ -14,7 +13,6 @@ mod tables;
 #[cfg(test)]
 mod tests;
 
-pub use area::{CqControl, DoorbellBlock, DoorbellSet, DOORBELL_BITS, DOORBELL_WORDS};
 pub use handle::ServiceHandle;
 pub use request::{
     AsyncObject, ClientId, ClientSnapshot, CmNotice, Freed, RingSpec, ServiceCounters,

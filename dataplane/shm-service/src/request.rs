@@ -13,10 +13,9 @@ use iwarp_proto::{AcceptParams, CmError, ConnectFailure, ConnectParams, PrivateD
 use iwarp_rdma::mem::{MrAttr, MrInfo, MwBind, MwType};
 use iwarp_rdma::srq::{SrqAttr, SrqModify};
 use iwarp_rdma::{QpAttr, QpInfo, QpModify};
-use iwarp_shm_ring::{LayoutError, Region};
+use iwarp_shm_ring::{CqControl, DoorbellBlock, LayoutError, Region};
 use iwarp_types::{AsyncEventKind, ConnId, CqId, PdId, QpId, RegionId, SrqId, Stag, VerbError};
 
-use crate::area::{CqControl, DoorbellBlock};
 
 /// The control thread's identity of a client (the same on every core).
 pub type ClientId = u32;

@@ -73,7 +73,7 @@ impl ShmService {
             c.doorbells.take(&mut c.rung);
             let bells = &c.bells;
             let stats = &mut c.stats;
-            c.rung.drain(|b| {
+            for b in c.rung.iter() {
                 match bells.get(b as usize).copied().unwrap_or(Bell::None) {
                     Bell::None => stats.stray_doorbells += 1,
                     Bell::Sq(qp) => {
@@ -101,7 +101,8 @@ impl ShmService {
                         }
                     }
                 }
-            });
+            }
+            c.rung.clear();
         }
     }
 

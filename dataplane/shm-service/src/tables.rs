@@ -7,10 +7,9 @@
 
 use std::collections::HashMap;
 
-use iwarp_shm_ring::{Consumer, Producer};
+use iwarp_shm_ring::{Consumer, CqControl, DoorbellBlock, DoorbellSet, Producer, DOORBELL_BITS};
 use iwarp_types::{ConnId, Cqe, CqId, PdId, QpId, RegionId, SrqId, Stag};
 
-use crate::area::{CqControl, DoorbellBlock, DoorbellSet, DOORBELL_BITS};
 use crate::request::{ClientId, ClientSnapshot};
 
 /// What a doorbell bit of a client names.
@@ -48,7 +47,7 @@ impl Client {
             id,
             doorbells,
             rung: Box::default(),
-            bells: vec![Bell::None; DOORBELL_BITS].into_boxed_slice(),
+            bells: vec![Bell::None; DOORBELL_BITS as usize].into_boxed_slice(),
             pds: Vec::new(),
             stags: Vec::new(),
             arenas: HashMap::new(),
