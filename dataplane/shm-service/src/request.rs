@@ -423,7 +423,7 @@ pub struct ServiceCounters {
 }
 
 /// The answer to a [`ServiceRequest`] (see each request for which).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServiceReply {
     /// Done, nothing to report.
     Done,
