@@ -1,4 +1,67 @@
-//! The per-core shared-memory verbs service (see docs/APPS.md).
+//! The per-core shared-memory verbs service (docs/APPS.md): [`ShmService`], an
+//! `iwarp_runtime::App` started on every dataplane core of iwarpd. It is the only code
+//! that touches the engine for shared-memory clients.
+//!
+//! # Control thread interface
+//!
+//! [`service_channel`]`(core, capacity)` returns a [`ServiceHandle`] (for the control
+//! thread) and the [`ShmService`] (for the core). Three bounded lock-free queues join
+//! them: requests, replies (matched by id), notices.
+//! - [`ServiceHandle::call`] sends a [`ServiceRequest`] and waits for its
+//!   [`ServiceReply`] (or [`ServiceError::Timeout`] / `CoreGone` / `QueueFull`);
+//!   [`ServiceHandle::send`] is fire-and-forget; [`ServiceRequest::Fence`] is a
+//!   quiescence barrier (every earlier request was handled when it answers).
+//! - Requests name engine objects by the ids this core's engine gave (replies of
+//!   `AllocPd`, `CreateCq`, ...) plus the client id; the service refuses objects of
+//!   another client (`Invalid`). Client handles (`cq`, `qp`, `srq`) given at creation are
+//!   what CQEs and notices carry.
+//! - [`ServiceHandle::poll_notice`]: CM events ([`CmNotice`]), async events, CQ wake-ups
+//!   (write the CQ's channel eventfd), corrupt rings. A full notice queue drops (counted)
+//!   except CQ wake-ups, which stay pending on their CQ and are retried each poll.
+//!
+//! # Data path (`poll`: bounded, no system call; allocation-free in steady state)
+//!
+//! 1. Up to `requests_per_poll` control requests.
+//! 2. Every attached client's [`iwarp_shm_ring::DoorbellBlock`] of this core is taken; each
+//!    bit maps (a table of `DOORBELL_BITS` per client) to an SQ, RQ or SRQ, which joins the
+//!    pending list once. Unmapped bits are counted (`stray_doorbells`) and ignored.
+//! 3. Up to `rings_per_poll` pending rings are served, `ring_burst` slots each: a slot is
+//!    decoded (`decode_send_wr` / `decode_recv_wr`), a FastReg's region (the client's
+//!    arena handle) translated through the client's arena map, and posted to the engine.
+//!    A decode error completes with `InvalidWqe` (opcode `Send` / `Recv`); an unknown
+//!    arena with `InvalidPd`; an engine refusal with the matching status. A ring left
+//!    non-empty stays pending. Corrupt ring indices: the QP goes to Error, its rings are
+//!    never served again, a `RingCorrupt` notice follows.
+//! 4. Completions: every engine CQ stays armed; on `Event::CqNotify` (claimed) and for
+//!    CQs on the CQ pending list, CQEs move into the client's CQ sub-ring of this core.
+//!
+//! # CQE convention (for the client library and C)
+//!
+//! - The `qp` field of a CQE slot carries the client's **QpHandle**, not the engine id;
+//!   [`NO_QP_HANDLE`] (`u32::MAX`) for an error completion of a malformed SRQ slot (it
+//!   goes to the recv CQ of the first QP created on that SRQ) or for a QP destroyed
+//!   before its CQEs were moved.
+//! - A sub-ring of `entries` slots holds `entries - 1` completions: one slot stays free
+//!   for the [`CQE_FLAG_RING_MOVED`] marker (flags bit 7, no completion) that ends a
+//!   sub-ring replaced by `ResizeCq`; the consumer continues in the new sub-ring.
+//! - A service-made error CQE is ordered after the completions the engine had produced
+//!   when its slot was served; WRs still in flight may complete after it.
+//! - A full sub-ring leaves CQEs in the engine CQ (retried each poll; the CQ's
+//!   `overflows` word counts the polls that found it full).
+//! - After writing CQEs the service calls `CqControl::try_fire(solicited or error)`; the
+//!   winner queues a [`ServiceNotice::CqWake`].
+//!
+//! # Events
+//!
+//! `on_event` claims the CM events of connections of its clients (active opens it made,
+//! requests to ports a client listens on, accepted connections), async events of its QPs,
+//! CQs and SRQs, and `CqNotify` of its CQs. A connection request that cannot be notified
+//! (queue or table full) is rejected at once.
+//!
+//! # Teardown
+//!
+//! `DetachClient`: pending requests rejected, QPs aborted (RST) and destroyed, then SRQs,
+//! CQs, MWs, MRs, PDs, listening ports; the reply says what was freed ([`Freed`]).
 #![forbid(unsafe_code)]
 
 mod cq;

@@ -614,6 +614,8 @@ pub enum AsyncObject {
 }
 
 /// Something the service tells the control thread unasked.
+// CM notices carry private data inline (512 bytes): boxing would allocate on the core.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ServiceNotice {
     /// A CM event of a client's connection or listener.
