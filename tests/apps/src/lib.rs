@@ -8,6 +8,7 @@
 pub mod admin;
 pub mod daemon;
 pub mod raw;
+pub mod side;
 pub mod system;
 
 pub use admin::RawClient;
