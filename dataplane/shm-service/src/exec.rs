@@ -248,11 +248,11 @@ impl ShmService {
             Q::RegMr { client, attr, at } => {
                 self.own_pd(client, attr.pd)?;
                 self.own_region(client, &attr)?;
-                if at.is_some() {
-                    return Err(ServiceError::Invalid("reg_mr_at is not available yet"));
-                }
                 let len = mem.region_len(attr.region);
-                let stag = engine.rnic_mut().reg_mr(&attr, len)?;
+                let stag = match at {
+                    Some(s) => engine.rnic_mut().reg_mr_at(s, &attr, len)?,
+                    None => engine.rnic_mut().reg_mr(&attr, len)?,
+                };
                 self.client(client)?.stags.push(stag);
                 Ok(ServiceReply::Stag(stag))
             }
@@ -275,12 +275,11 @@ impl ShmService {
                 at,
             } => {
                 self.own_pd(client, pd)?;
-                if at.is_some() {
-                    return Err(ServiceError::Invalid("alloc_mr_stag_at is not available yet"));
-                }
-                let stag = engine
-                    .rnic_mut()
-                    .alloc_mr_stag(pd, max_len, remote_access_flag)?;
+                let r = engine.rnic_mut();
+                let stag = match at {
+                    Some(s) => r.alloc_mr_stag_at(s, pd, max_len, remote_access_flag)?,
+                    None => r.alloc_mr_stag(pd, max_len, remote_access_flag)?,
+                };
                 self.client(client)?.stags.push(stag);
                 Ok(ServiceReply::Stag(stag))
             }
@@ -296,10 +295,10 @@ impl ShmService {
             }
             Q::AllocMw { client, pd, kind, at } => {
                 self.own_pd(client, pd)?;
-                if at.is_some() {
-                    return Err(ServiceError::Invalid("alloc_mw_at is not available yet"));
-                }
-                let stag = engine.rnic_mut().alloc_mw(pd, kind)?;
+                let stag = match at {
+                    Some(s) => engine.rnic_mut().alloc_mw_at(s, pd, kind)?,
+                    None => engine.rnic_mut().alloc_mw(pd, kind)?,
+                };
                 self.client(client)?.stags.push(stag);
                 Ok(ServiceReply::Stag(stag))
             }

@@ -625,3 +625,35 @@ fn handle_times_out_and_sees_the_core_go() {
         Err(ServiceError::CoreGone)
     );
 }
+
+#[test]
+fn reg_mr_at_replicates_the_stag_of_another_core() {
+    let mut a = Side::new(1);
+    let mut b = Side::new(2);
+    let stag = a.stag;
+    let pd = b.pd;
+    let attr = MrAttr {
+        pd,
+        region: RegionId(0),
+        region_offset: 0,
+        len: 4096,
+        va: 0,
+        zero_based: true,
+        access: Access::LOCAL_READ | Access::LOCAL_WRITE,
+        key: 0x22,
+        remote_access_flag: false,
+    };
+    let r = b.call(ServiceRequest::RegMr {
+        client: 1,
+        attr,
+        at: Some(Stag((stag.0 & !0xff) | 0x22)),
+    });
+    // B's own MR may hold that index already (same seed pattern): either the same STag or
+    // a defined error, never a different STag.
+    match r {
+        Ok(ServiceReply::Stag(s)) => assert_eq!(s.0 >> 8, stag.0 >> 8),
+        Err(ServiceError::Verb(_)) => {}
+        other => panic!("{other:?}"),
+    }
+    let _ = &mut a;
+}
