@@ -103,7 +103,9 @@ pub struct CompChannel {
 
 impl std::fmt::Debug for CompChannel {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_tuple("CompChannel").field(&self.shared.handle).finish()
+        f.debug_tuple("CompChannel")
+            .field(&self.shared.handle)
+            .finish()
     }
 }
 
@@ -111,9 +113,7 @@ impl Context {
     /// Creates a completion channel (`ibv_create_comp_channel`).
     pub fn create_comp_channel(&self) -> Result<CompChannel> {
         let fd = Arc::new(EventFd::new()?);
-        let (r, _) = self
-            .inner
-            .call_fds(Request::CreateChannel, &[fd.as_fd()])?;
+        let (r, _) = self.inner.call_fds(Request::CreateChannel, &[fd.as_fd()])?;
         let handle = match r {
             Response::Channel(h) => h,
             r => return Err(unexpected("CreateChannel", &r)),

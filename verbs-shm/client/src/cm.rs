@@ -222,7 +222,10 @@ impl CmId {
     /// Graceful disconnect once the SQ drained (`rdma_disconnect`); `Disconnected`
     /// follows.
     pub fn disconnect(&self) -> Result<()> {
-        expect_ok(self.ctx.call(Request::Disconnect(self.handle))?, "Disconnect")
+        expect_ok(
+            self.ctx.call(Request::Disconnect(self.handle))?,
+            "Disconnect",
+        )
     }
 
     /// Abortive close (the peer sees a reset).
@@ -235,7 +238,10 @@ impl CmId {
     pub fn destroy(mut self) -> Result<()> {
         self.live = false;
         self.ctx.conn.shared.unroute_cm(self.handle);
-        expect_ok(self.ctx.call(Request::DestroyCmId(self.handle))?, "DestroyCmId")
+        expect_ok(
+            self.ctx.call(Request::DestroyCmId(self.handle))?,
+            "DestroyCmId",
+        )
     }
 }
 

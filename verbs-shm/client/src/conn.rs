@@ -9,8 +9,8 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use iwarp_verbs_proto::{
-    AsyncEventMsg, Channel, ClientMsg, CmEvent, CmIdHandle, ErrorReply, Event, RecvError,
-    Request, Response, ServerMsg,
+    AsyncEventMsg, Channel, ClientMsg, CmEvent, CmIdHandle, ErrorReply, Event, RecvError, Request,
+    Response, ServerMsg,
 };
 
 use iwarp_shm_ring::{AreaView, DAEMON_GONE};
@@ -164,7 +164,12 @@ impl ConnShared {
         }
     }
 
-    fn deliver(&self, seq: u64, result: std::result::Result<Response, ErrorReply>, fds: Vec<OwnedFd>) {
+    fn deliver(
+        &self,
+        seq: u64,
+        result: std::result::Result<Response, ErrorReply>,
+        fds: Vec<OwnedFd>,
+    ) {
         let mut r = lock(&self.replies);
         match r.get_mut(&seq) {
             Some(slot @ None) => {
@@ -211,7 +216,13 @@ impl Conn {
         let deadline = Instant::now() + timeout;
         let (result, fds) = loop {
             match channel.recv::<ServerMsg>() {
-                Ok((ServerMsg::Reply { seq: HELLO_SEQ, result }, fds)) => break (result, fds),
+                Ok((
+                    ServerMsg::Reply {
+                        seq: HELLO_SEQ,
+                        result,
+                    },
+                    fds,
+                )) => break (result, fds),
                 // Nothing else is expected before the Welcome; skip it.
                 Ok(_) | Err(RecvError::Frame(_)) | Err(RecvError::Truncated) => {}
                 Err(RecvError::WouldBlock) => return Err(Error::Timeout),
@@ -249,8 +260,10 @@ impl Conn {
 
     /// Sets the reply timeout.
     pub(crate) fn set_timeout(&self, t: Duration) {
-        self.timeout_ms
-            .store(t.as_millis().clamp(1, u64::MAX as u128) as u64, Ordering::Relaxed);
+        self.timeout_ms.store(
+            t.as_millis().clamp(1, u64::MAX as u128) as u64,
+            Ordering::Relaxed,
+        );
     }
 
     /// Sends `request` with `fds` and waits for its reply.
@@ -276,7 +289,11 @@ impl Conn {
         lock(&self.shared.replies).insert(seq, None);
         if let Err(e) = self.channel.send(&ClientMsg { seq, request }, fds) {
             lock(&self.shared.replies).remove(&seq);
-            return Err(if self.shared.is_gone() { Error::DaemonGone } else { send_error(e) });
+            return Err(if self.shared.is_gone() {
+                Error::DaemonGone
+            } else {
+                send_error(e)
+            });
         }
         let deadline = Instant::now() + timeout;
         let mut r = lock(&self.shared.replies);

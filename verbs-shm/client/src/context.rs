@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use iwarp_shm_ring::{AreaView, DAEMON_RUNNING};
 use iwarp_verbs_proto::{
-    default_socket_path, AsyncEventMsg, Channel, DeviceAttr, PortAttr, Request, Response,
-    Welcome,
+    default_socket_path, AsyncEventMsg, Channel, DeviceAttr, PortAttr, Request, Response, Welcome,
 };
 
 use crate::conn::Conn;
@@ -107,12 +106,9 @@ impl Context {
     /// Connects to the verbs socket at `path`.
     pub fn open_path(path: &Path) -> Result<Context> {
         let channel = Channel::connect(path).map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => {
-                Error::Io(std::io::Error::new(
-                    e.kind(),
-                    format!("no iwarpd at {}: {e}", path.display()),
-                ))
-            }
+            std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused => Error::Io(
+                std::io::Error::new(e.kind(), format!("no iwarpd at {}: {e}", path.display())),
+            ),
             _ => Error::Io(e),
         })?;
         Context::from_channel(channel)
@@ -123,7 +119,11 @@ impl Context {
     pub fn from_channel(channel: Channel) -> Result<Context> {
         let name = std::env::args()
             .next()
-            .and_then(|a| Path::new(&a).file_name().map(|n| n.to_string_lossy().into_owned()))
+            .and_then(|a| {
+                Path::new(&a)
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+            })
             .unwrap_or_else(|| "iwarp-verbs".into());
         let (conn, reply, fds) = Conn::handshake(channel, &name, DEFAULT_TIMEOUT)?;
         let welcome = match reply {

@@ -5,7 +5,9 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use iwarp_shm_ring::{decode_cqe, Consumer, CqControl, RingLayout, CQE_SLOT_SIZE, CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET};
+use iwarp_shm_ring::{
+    decode_cqe, Consumer, CqControl, RingLayout, CQE_SLOT_SIZE, CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET,
+};
 use iwarp_types::Cqe;
 use iwarp_verbs_proto::{CqCreate, CqCreated, CqHandle, Request, Response, RingRef};
 
@@ -148,7 +150,9 @@ impl Context {
 fn cq_control(ctx: &CtxInner, offset: u64) -> Result<CqControl> {
     let rel = offset.checked_sub(CQ_CONTROL_OFFSET as u64);
     let index = match rel {
-        Some(r) if r % CQ_CONTROL_BYTES as u64 == 0 => u32::try_from(r / CQ_CONTROL_BYTES as u64).ok(),
+        Some(r) if r % CQ_CONTROL_BYTES as u64 == 0 => {
+            u32::try_from(r / CQ_CONTROL_BYTES as u64).ok()
+        }
         _ => None,
     };
     index
@@ -242,8 +246,14 @@ impl Cq {
     /// At most a few resizes may be pending (their old sub-rings not yet polled to the
     /// end): poll, then resize again.
     pub fn resize(&mut self, depth: u32) -> Result<()> {
-        if self.rings.iter().any(|s| s.next.len() >= MAX_PENDING_RESIZES) {
-            return Err(Error::invalid("too many resizes pending: poll the CQ first"));
+        if self
+            .rings
+            .iter()
+            .any(|s| s.next.len() >= MAX_PENDING_RESIZES)
+        {
+            return Err(Error::invalid(
+                "too many resizes pending: poll the CQ first",
+            ));
         }
         let r = self.shared.ctx.call(Request::ResizeCq {
             cq: self.shared.handle,

@@ -64,15 +64,15 @@ pub use pd::Pd;
 pub use qp::{Qp, QpInitAttr};
 pub use srq::{Srq, SrqInitAttr};
 
+pub use iwarp_types::{
+    Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode,
+    WcStatus, MAX_SGE,
+};
 /// The control protocol crate (all message and attribute types).
 pub use iwarp_verbs_proto as proto;
 pub use iwarp_verbs_proto::{
-    Addr, ArenaHandle, AsyncEventMsg, AsyncKind, ChannelHandle, CmEvent, CmIdHandle,
-    ConnParam, ConnectError, CqHandle, DeviceAttr, ErrorCode, ErrorReply, EventResourceRef,
-    MrInfoReply, MwKind, PdHandle, PortAttr, QpCap, QpHandle, QpInfoReply, QpModifyReq,
-    QpStateValue, SrqHandle, SrqInfo, TermInfo,
-};
-pub use iwarp_types::{
-    Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag,
-    WcOpcode, WcStatus, MAX_SGE,
+    Addr, ArenaHandle, AsyncEventMsg, AsyncKind, ChannelHandle, CmEvent, CmIdHandle, ConnParam,
+    ConnectError, CqHandle, DeviceAttr, ErrorCode, ErrorReply, EventResourceRef, MrInfoReply,
+    MwKind, PdHandle, PortAttr, QpCap, QpHandle, QpInfoReply, QpModifyReq, QpStateValue, SrqHandle,
+    SrqInfo, TermInfo,
 };

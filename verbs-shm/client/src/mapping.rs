@@ -46,7 +46,8 @@ impl Mapping {
                 0,
             )
         }?;
-        let ptr = NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::protocol("mmap returned null"))?;
+        let ptr =
+            NonNull::new(p.cast::<u8>()).ok_or_else(|| Error::protocol("mmap returned null"))?;
         Ok(Mapping {
             ptr,
             len,

@@ -50,7 +50,13 @@ impl Pd {
     /// region's tagged offsets are the client addresses of its bytes
     /// ([`Mr::addr`] = `arena.addr(offset)`). O(1) in the daemon: no page walk, no pinning.
     pub fn reg_mr(&self, arena: &Arena, offset: usize, len: usize, access: Access) -> Result<Mr> {
-        self.reg(arena.shared.clone(), offset as u64, len as u64, access, false)
+        self.reg(
+            arena.shared.clone(),
+            offset as u64,
+            len as u64,
+            access,
+            false,
+        )
     }
 
     /// Like [`Pd::reg_mr`], zero-based: the first byte has tagged offset 0.
@@ -61,7 +67,13 @@ impl Pd {
         len: usize,
         access: Access,
     ) -> Result<Mr> {
-        self.reg(arena.shared.clone(), offset as u64, len as u64, access, true)
+        self.reg(
+            arena.shared.clone(),
+            offset as u64,
+            len as u64,
+            access,
+            true,
+        )
     }
 
     /// Registers ordinary memory (a `Vec`, `malloc`): the pages enclosing
@@ -84,9 +96,7 @@ impl Pd {
         // SAFETY: the caller's contract is the one `remap_in_place` needs.
         let r = unsafe { remap_in_place(ptr, len) }?;
         let (resp, _fds) = ctx.call_fds(
-            Request::ImportArena {
-                len: r.len as u64,
-            },
+            Request::ImportArena { len: r.len as u64 },
             &[std::os::fd::AsFd::as_fd(&r.fd)],
         )?;
         let handle = match resp {
@@ -246,7 +256,13 @@ impl Mr {
 
     /// Reregisters (`ibv_rereg_mr`): a new range of `arena` and new access rights,
     /// same PD and addressing mode; the STag keeps its index and gets a new key.
-    pub fn rereg(&mut self, arena: &Arena, offset: usize, len: usize, access: Access) -> Result<()> {
+    pub fn rereg(
+        &mut self,
+        arena: &Arena,
+        offset: usize,
+        len: usize,
+        access: Access,
+    ) -> Result<()> {
         let (offset, len) = (offset as u64, len as u64);
         arena.shared.check_range(offset, len)?;
         let va = if self.zero_based {
@@ -300,7 +316,10 @@ impl Mr {
     /// and ignores it).
     pub fn dereg(mut self) -> Result<()> {
         self.registered = false;
-        expect_ok(self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?, "DeregMr")
+        expect_ok(
+            self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
+            "DeregMr",
+        )
     }
 }
 
@@ -350,8 +369,9 @@ impl FastRegMr {
     }
 
     /// A signaled Fast-Register WR that registers this STag with key `key` over
-    /// `[offset, offset + len)` of `arena` (VA-based at the arena address unless
-    /// `zero_based`). The arena must outlive the registration.
+    /// `[offset, offset + len)` of `arena`, VA-based at the client address of `offset`
+    /// (for zero-based, build the op with [`Arena::fast_reg_op`]). The arena must
+    /// outlive the registration.
     pub fn fast_reg_wr(
         &self,
         wr_id: u64,
@@ -360,7 +380,6 @@ impl FastRegMr {
         offset: usize,
         len: usize,
         access: Access,
-        zero_based: bool,
     ) -> Result<SendWr> {
         if len as u64 > self.max_len {
             return Err(Error::invalid(format!(
@@ -368,7 +387,7 @@ impl FastRegMr {
                 self.max_len
             )));
         }
-        let op = arena.fast_reg_op(self.stag.with_key(key), offset, len, access, zero_based)?;
+        let op = arena.fast_reg_op(self.stag.with_key(key), offset, len, access, false)?;
         Ok(SendWr {
             wr_id,
             op,
@@ -380,7 +399,10 @@ impl FastRegMr {
     /// Deallocates the STag, reporting the daemon's answer (drop does the same).
     pub fn dealloc(mut self) -> Result<()> {
         self.allocated = false;
-        expect_ok(self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?, "DeregMr")
+        expect_ok(
+            self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
+            "DeregMr",
+        )
     }
 }
 
@@ -423,7 +445,14 @@ impl Mw {
     /// Binds a type 1 window by verb (`ibv_bind_mw` for type 1) to `[va, va + len)`
     /// (tagged offsets of `mr`) with remote rights `access`. The MR needs
     /// [`Access::MW_BIND`].
-    pub fn bind(&mut self, mr: &Mr, va: u64, len: u64, access: Access, zero_based: bool) -> Result<()> {
+    pub fn bind(
+        &mut self,
+        mr: &Mr,
+        va: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> Result<()> {
         if self.kind != MwKind::Type1 {
             return Err(Error::invalid(
                 "bind verb is for type 1 windows; bind a type 2 window with a Bind WR",
@@ -449,7 +478,15 @@ impl Mw {
 
     /// The operation of a Bind WR for a type 2 window (post it on a QP of the PD) with
     /// the window's next key `key`.
-    pub fn bind_op(&self, key: u8, mr: &Mr, va: u64, len: u64, access: Access, zero_based: bool) -> SendOp {
+    pub fn bind_op(
+        &self,
+        key: u8,
+        mr: &Mr,
+        va: u64,
+        len: u64,
+        access: Access,
+        zero_based: bool,
+    ) -> SendOp {
         SendOp::Bind {
             mw: self.stag.with_key(key),
             mr: mr.stag,
@@ -463,7 +500,12 @@ impl Mw {
     /// Deallocates the window, reporting the daemon's answer (drop does the same).
     pub fn dealloc(mut self) -> Result<()> {
         self.allocated = false;
-        expect_ok(self.pd.ctx.call(Request::DeallocMw(StagValue(self.stag.0)))?, "DeallocMw")
+        expect_ok(
+            self.pd
+                .ctx
+                .call(Request::DeallocMw(StagValue(self.stag.0)))?,
+            "DeallocMw",
+        )
     }
 }
 

@@ -21,7 +21,10 @@ pub(crate) struct EventFd(OwnedFd);
 
 impl EventFd {
     pub(crate) fn new() -> Result<EventFd> {
-        Ok(EventFd(eventfd(0, EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK)?))
+        Ok(EventFd(eventfd(
+            0,
+            EventfdFlags::CLOEXEC | EventfdFlags::NONBLOCK,
+        )?))
     }
 
     /// Makes the fd readable (adds 1 to the counter).

@@ -7,8 +7,7 @@ use std::sync::Arc;
 use iwarp_shm_ring::RingLayout;
 use iwarp_types::{RecvWr, SendWr};
 use iwarp_verbs_proto::{
-    CmIdHandle, QpCap, QpCreate, QpCreated, QpHandle, QpInfoReply, QpModifyReq, Request,
-    Response,
+    CmIdHandle, QpCap, QpCreate, QpCreated, QpHandle, QpInfoReply, QpModifyReq, Request, Response,
 };
 
 use crate::context::{unexpected, CtxInner};
@@ -124,7 +123,11 @@ impl Pd {
     }
 }
 
-pub(crate) fn create_qp(pd: &Pd, attr: &QpInitAttr<'_>, for_cm_id: Option<CmIdHandle>) -> Result<Qp> {
+pub(crate) fn create_qp(
+    pd: &Pd,
+    attr: &QpInitAttr<'_>,
+    for_cm_id: Option<CmIdHandle>,
+) -> Result<Qp> {
     let ctx = &pd.shared.ctx;
     for (what, c) in [("send", attr.send_cq), ("recv", attr.recv_cq)] {
         if !Arc::ptr_eq(&c.shared().ctx, ctx) {
@@ -161,12 +164,24 @@ pub(crate) fn create_qp(pd: &Pd, attr: &QpInitAttr<'_>, for_cm_id: Option<CmIdHa
     // From here dropping `shared` destroys the QP in the daemon.
     let sq_layout = RingLayout::send_queue(created.sq.entries)
         .map_err(|e| Error::protocol(format!("SQ: {e}")))?;
-    let sq = WorkQueue::attach(ctx, &created.sq, sq_layout, created.core, created.sq.doorbell_bit)?;
+    let sq = WorkQueue::attach(
+        ctx,
+        &created.sq,
+        sq_layout,
+        created.core,
+        created.sq.doorbell_bit,
+    )?;
     let rq = match (&created.rq, attr.srq) {
         (Some(r), None) => {
             let layout = RingLayout::recv_queue(r.entries)
                 .map_err(|e| Error::protocol(format!("RQ: {e}")))?;
-            Some(WorkQueue::attach(ctx, r, layout, created.core, r.doorbell_bit)?)
+            Some(WorkQueue::attach(
+                ctx,
+                r,
+                layout,
+                created.core,
+                r.doorbell_bit,
+            )?)
         }
         (None, Some(_)) => None,
         (Some(_), Some(_)) => return Err(Error::protocol("QP with an SRQ got an RQ")),
@@ -224,7 +239,9 @@ impl Qp {
         self.shared.ctx.check_alive()?;
         match &mut self.rq {
             Some(rq) => rq.post_recv(wr),
-            None => Err(Error::invalid("the QP uses an SRQ: post receives to the Srq")),
+            None => Err(Error::invalid(
+                "the QP uses an SRQ: post receives to the Srq",
+            )),
         }
     }
 

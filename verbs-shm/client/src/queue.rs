@@ -28,13 +28,19 @@ fn ring_error(e: RingError) -> Error {
 impl WorkQueue {
     /// Attaches to the ring `r` of `layout` in the ring area, rung at bit `bit` of
     /// core `core`'s doorbell block.
-    pub(crate) fn attach(ctx: &CtxInner, r: &RingRef, layout: RingLayout, core: u32, bit: u32) -> Result<WorkQueue> {
+    pub(crate) fn attach(
+        ctx: &CtxInner,
+        r: &RingRef,
+        layout: RingLayout,
+        core: u32,
+        bit: u32,
+    ) -> Result<WorkQueue> {
         let region = ctx
             .area
             .ring_region(r.offset, layout)
             .map_err(|e| Error::protocol(format!("work ring at {}: {e}", r.offset)))?;
-        let producer =
-            Producer::attach(region, layout).map_err(|e| Error::protocol(format!("work ring: {e}")))?;
+        let producer = Producer::attach(region, layout)
+            .map_err(|e| Error::protocol(format!("work ring: {e}")))?;
         let doorbell = ctx
             .area
             .doorbell(core)

@@ -164,7 +164,12 @@ mod tests {
         v[5] = 0xa5;
         v[n - 1] = 0x5a;
         // SAFETY: `other` maps `r.len` bytes; the offsets are inside.
-        let seen = unsafe { (*other.ptr().add(r.offset + 5), *other.ptr().add(r.offset + n - 1)) };
+        let seen = unsafe {
+            (
+                *other.ptr().add(r.offset + 5),
+                *other.ptr().add(r.offset + n - 1),
+            )
+        };
         assert_eq!(seen, (0xa5, 0x5a));
         // Sealed: the memfd cannot shrink under the daemon.
         assert!(rustix::fs::ftruncate(&r.fd, 0).is_err());
@@ -190,7 +195,10 @@ mod tests {
     #[test]
     fn maps_lines_parse() {
         let l = "7f00aa000000-7f00aa021000 rw-p 00000000 00:00 0 ";
-        assert_eq!(parse_maps_line(l), Some((0x7f00aa000000, 0x7f00aa021000, true)));
+        assert_eq!(
+            parse_maps_line(l),
+            Some((0x7f00aa000000, 0x7f00aa021000, true))
+        );
         let l = "55d0c0a00000-55d0c0a21000 rw-p 00000000 00:00 0    [heap]";
         assert_eq!(parse_maps_line(l).map(|x| x.2), Some(true));
         let l = "7f00aa000000-7f00aa021000 rw-s 00000000 00:01 1234 /memfd:x (deleted)";

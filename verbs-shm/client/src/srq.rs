@@ -27,7 +27,10 @@ impl SrqShared {
         if !self.live.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        expect_ok(self.ctx.call(Request::DestroySrq(self.handle))?, "DestroySrq")
+        expect_ok(
+            self.ctx.call(Request::DestroySrq(self.handle))?,
+            "DestroySrq",
+        )
     }
 }
 
@@ -153,7 +156,11 @@ impl Srq {
 
     /// Queries the SRQ (`ibv_query_srq`).
     pub fn query(&self) -> Result<SrqInfo> {
-        match self.shared.ctx.call(Request::QuerySrq(self.shared.handle))? {
+        match self
+            .shared
+            .ctx
+            .call(Request::QuerySrq(self.shared.handle))?
+        {
             Response::SrqInfo(i) => Ok(i),
             r => Err(unexpected("QuerySrq", &r)),
         }
