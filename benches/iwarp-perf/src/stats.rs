@@ -29,16 +29,6 @@ impl Samples {
         self.ns.len() == self.ns.capacity()
     }
 
-    /// Samples recorded.
-    pub fn len(&self) -> usize {
-        self.ns.len()
-    }
-
-    /// None recorded.
-    pub fn is_empty(&self) -> bool {
-        self.ns.is_empty()
-    }
-
     /// Forgets every sample (keeps the room).
     pub fn clear(&mut self) {
         self.ns.clear();
