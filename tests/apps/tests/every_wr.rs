@@ -102,7 +102,7 @@ fn every_work_request_type_moves_verified_bytes() {
     let frmr = a.pd.alloc_mr(16).unwrap();
     let fr_off = 393216;
     let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
-    let fr = frmr.fast_reg_wr(8, 0x11, &a.arena, fr_off, 8192, access, false).unwrap();
+    let fr = frmr.fast_reg_wr(8, 0x11, &a.arena, fr_off, 8192, access).unwrap();
     check_cqe(&a.post_and_complete(&mut aqp, fr), 8, WcOpcode::FastReg, WcStatus::Success);
     let fr_stag = frmr.stag().with_key(0x11);
     b.fill(0, 8192, 8);
@@ -121,7 +121,7 @@ fn every_work_request_type_moves_verified_bytes() {
     assert_eq!((r.byte_len, r.invalidated), (32, Some(fr_stag)), "{r:?}");
 
     // Fast-Register again (key 0x12), then Local Invalidate on A.
-    let fr = frmr.fast_reg_wr(11, 0x12, &a.arena, fr_off, 4096, access, false).unwrap();
+    let fr = frmr.fast_reg_wr(11, 0x12, &a.arena, fr_off, 4096, access).unwrap();
     check_cqe(&a.post_and_complete(&mut aqp, fr), 11, WcOpcode::FastReg, WcStatus::Success);
     let li = wr(12, SendOp::LocalInv { stag: frmr.stag().with_key(0x12) }, &[]);
     check_cqe(&a.post_and_complete(&mut aqp, li), 12, WcOpcode::LocalInv, WcStatus::Success);
@@ -130,7 +130,7 @@ fn every_work_request_type_moves_verified_bytes() {
     // invalidates.
     let bfr = b.pd.alloc_mr(4).unwrap();
     let sink = 655360;
-    let fr = bfr.fast_reg_wr(13, 0x21, &b.arena, sink, 4096, Access::LOCAL_WRITE, false).unwrap();
+    let fr = bfr.fast_reg_wr(13, 0x21, &b.arena, sink, 4096, Access::LOCAL_WRITE).unwrap();
     check_cqe(&b.post_and_complete(&mut bqp, fr), 13, WcOpcode::FastReg, WcStatus::Success);
     a.fill(262144, 4096, 9);
     let sink_sge = Sge { addr: b.arena.addr(sink), length: 4096, lkey: bfr.stag().with_key(0x21) };
