@@ -101,8 +101,7 @@ fn measure(
             ep,
             arena,
             size32,
-            args.warmup,
-            length(args),
+            (args.warmup, length(args)),
             samples,
             idle,
         )?;
