@@ -1,0 +1,396 @@
+#!/usr/bin/env bash
+# iwarpd against Linux soft-iWARP (siw) on the wire: the interop matrix.
+#
+#   sudo scripts/interop-siw.sh [--only REGEX] [--list] [--keep-up] [--out DIR]
+#
+# Builds what is missing (iwarpd, tests/interop-siw/siw_peer.c, the siw-vm guest image),
+# boots one siw-vm guest (g1 = 198.18.0.11, siw) on the harness's bridge inside network
+# namespace $SIWVM_NETNS (default iwsiw), joins iwarpd to that bridge through af_packet on a
+# veth (iwv0, 198.18.0.2; config/examples/siw-af-packet.toml) and runs every cell of the
+# matrix. One line per cell, `PASS name` or `FAIL name (reason)`, then `N passed, N failed`.
+# Exit status 0 only when every cell passed. Everything (guest, namespace, iwarpd, tcpdump)
+# is shut down on exit, also on failure or Ctrl-C.
+#
+# Each cell's traffic is captured with tcpdump on the bridge port of iwarpd's veth and
+# checked by tests/interop-siw/mpa_wire.py (MPA revision, CRC, P2P/RTR, FPDU framing and
+# CRC32c, Terminates, FIN/RST); the capture and logs of a failed cell are kept in
+# $OUT/failed/<cell>.{pcap,log}. siw's protocol knobs (mpa_version, mpa_crc_required,
+# peer_to_peer: module parameters in siw-vm) are set per cell at run time.
+#
+# The iwarpd side of a cell is iwarpd's own load generator (server in the daemon, client as
+# `iwarpd loadgen`); the siw side is rping/perftest or tests/interop-siw/siw_peer, which
+# speaks the load generator's private-data protocol. Cells that need the verbs client
+# library (iwarp-verbs: an rping/perftest-compatible tool on iwarpd) print
+# `FAIL name (not implemented: ...)` until those tools exist.
+#
+# Environment: IWARPD (binary; default target/release/iwarpd, built if missing), SIWVM (the
+# harness; default ../shared/siw-vm next to the repository), SIWVM_NETNS (iwsiw).
+# docs/INTEROP.md describes the matrix and lists every difference from siw found.
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+SIWVM=${SIWVM:-$(cd "$ROOT/../shared/siw-vm" 2>/dev/null && pwd)}
+export SIWVM_WORK=${SIWVM_WORK:-$ROOT/target/siw-vm/work}
+export SIWVM_RUN=${SIWVM_RUN:-$ROOT/target/siw-vm/run}
+export SIWVM_NETNS=${SIWVM_NETNS:-iwsiw}
+export SIWVM_NET=198.18.0 SIWVM_BRIDGE=siwbr0
+NS=$SIWVM_NETNS
+IWARPD=${IWARPD:-${CARGO_TARGET_DIR:-$ROOT/target}/release/iwarpd}
+OUT=$ROOT/target/siw-vm/interop
+PEER_BIN=$ROOT/target/siw-vm/bin/siw_peer
+CFG=$ROOT/config/examples/siw-af-packet.toml
+WIRE=$ROOT/tests/interop-siw/mpa_wire.py
+VETH=iwv0 DAEMON_IP=198.18.0.2 GUEST=g1 GUEST_IP=198.18.0.11 LG_PORT=7000
+ONLY="" LIST=0 KEEP_UP=0
+
+usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
+while [ $# -gt 0 ]; do
+    case $1 in
+        --only) ONLY=${2:?}; shift 2 ;;
+        --list) LIST=1; shift ;;
+        --keep-up) KEEP_UP=1; shift ;;
+        --out) OUT=${2:?}; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "interop-siw: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+
+PASS=0 FAIL=0
+SERVER_PID="" SERVER_CFG="" TCPDUMP_PID="" CELL="" REASON=""
+TMP=""
+
+log() { printf '[interop-siw %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+# ---------------------------------------------------------------------------------------------
+# Set-up and clean-up
+
+stop_server() {
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null; then
+        kill -INT "$SERVER_PID" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -KILL "$SERVER_PID" 2>/dev/null
+    fi
+    [ -n "$SERVER_PID" ] && wait "$SERVER_PID" 2>/dev/null
+    SERVER_PID="" SERVER_CFG=""
+}
+
+stop_capture() {
+    if [ -n "$TCPDUMP_PID" ]; then
+        sleep 0.3   # the last frames (FIN/ACK) reach the capture
+        kill -INT "$TCPDUMP_PID" 2>/dev/null
+        wait "$TCPDUMP_PID" 2>/dev/null
+        TCPDUMP_PID=""
+    fi
+}
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    stop_capture
+    stop_server
+    if [ $KEEP_UP -eq 0 ] && [ -n "$SIWVM" ]; then
+        "$SIWVM/down.sh" >/dev/null 2>&1 || log "down.sh failed"
+    fi
+    [ -n "$TMP" ] && rm -rf "$TMP"
+    exit $rc
+}
+
+preflight() {
+    [ "$(id -u)" -eq 0 ] || { echo "interop-siw: run as root (QEMU, namespaces, AF_PACKET)" >&2; exit 2; }
+    [ -n "$SIWVM" ] && [ -x "$SIWVM/up.sh" ] || { echo "interop-siw: siw-vm harness not found (set SIWVM)" >&2; exit 2; }
+    for t in ip tcpdump python3 gcc; do
+        command -v $t >/dev/null || { echo "interop-siw: $t is missing" >&2; exit 2; }
+    done
+    TMP=$(mktemp -d /tmp/interop-siw.XXXXXX)
+    rm -rf "$OUT"; mkdir -p "$OUT/failed"
+}
+
+build() {
+    if [ ! -x "$IWARPD" ]; then
+        log "building iwarpd (release)"
+        (cd "$ROOT" && timeout 1800 cargo build --release -p iwarpd -q) || { echo "interop-siw: iwarpd build failed" >&2; exit 1; }
+    fi
+    if [ ! -f /usr/include/rdma/rdma_cma.h ]; then
+        log "installing librdmacm-dev (headers for siw_peer)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends librdmacm-dev >/dev/null \
+            || { echo "interop-siw: cannot install librdmacm-dev" >&2; exit 1; }
+    fi
+    local src=$ROOT/tests/interop-siw/siw_peer.c
+    if [ ! -x "$PEER_BIN" ] || [ "$src" -nt "$PEER_BIN" ]; then
+        mkdir -p "$(dirname "$PEER_BIN")"
+        gcc -O1 -g -Wall -Wextra -Werror -o "$PEER_BIN" "$src" -lrdmacm -libverbs \
+            || { echo "interop-siw: siw_peer build failed" >&2; exit 1; }
+    fi
+    log "siw-vm build (cached after the first run)"
+    "$SIWVM/build.sh" >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log" >&2; exit 1; }
+}
+
+boot() {
+    "$SIWVM/down.sh" >/dev/null 2>&1
+    log "booting $GUEST (siw) with veth $VETH for iwarpd in netns $NS"
+    "$SIWVM/up.sh" -n 1 --veth "$VETH" >"$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log" >&2; exit 1; }
+    # No IPv6 chatter on the test link.
+    ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+}
+
+# ---------------------------------------------------------------------------------------------
+# Guest, iwarpd and capture helpers
+
+guest() { "$SIWVM/run-in-guest.sh" -t "${GT:-60}" "$GUEST" "$@"; }
+
+# The guest reads the tool through the uncached 9p mount (rebuilt binaries are seen).
+PEER="/host$PEER_BIN"
+
+# siwknobs REV CRC P2P: a shell snippet that sets siw's module parameters (new connections).
+siwknobs() {
+    printf 'P=/sys/module/siw/parameters; echo %s >$P/mpa_version; echo %s >$P/mpa_crc_required; echo %s >$P/peer_to_peer; ' "$1" "$2" "$3"
+}
+
+# start_server KEY=VALUE...: iwarpd with the load generator server on $LG_PORT, only
+# restarted when the settings change.
+start_server() {
+    local want="$*"
+    if [ -n "$SERVER_PID" ] && kill -0 "$SERVER_PID" 2>/dev/null && [ "$SERVER_CFG" = "$want" ]; then
+        return 0
+    fi
+    stop_server
+    local sets=(--set "loadgen.listen_port=$LG_PORT" --set loadgen.verify=true
+                --set daemon.shutdown_grace_ms=1000)
+    local s
+    for s in "$@"; do sets+=(--set "$s"); done
+    ip netns exec "$NS" "$IWARPD" --config "$CFG" --name siw-srv "${sets[@]}" run \
+        >"$OUT/iwarpd-server.log" 2>&1 &
+    SERVER_PID=$!
+    SERVER_CFG=$want
+    for _ in $(seq 100); do
+        grep -q "running:" "$OUT/iwarpd-server.log" 2>/dev/null && return 0
+        kill -0 "$SERVER_PID" 2>/dev/null || break
+        sleep 0.1
+    done
+    log "iwarpd server did not start: $(tail -3 "$OUT/iwarpd-server.log")"
+    return 1
+}
+
+# loadgen_client LOG JSON ARGS...: iwarpd as the active side (its own daemon, so the server
+# must be stopped: both would open iwv0).
+loadgen_client() {
+    local logf=$1 json=$2; shift 2
+    stop_server
+    timeout 60 ip netns exec "$NS" "$IWARPD" --config "$CFG" --name siw-lg loadgen \
+        --qps 1 --depth 1 --seconds 1 --warmup-seconds 0 --json "$json" "$@" >"$logf" 2>&1
+}
+
+# guest_bg CMD: starts CMD detached in the guest, waits until its log shows "listening";
+# prints the guest log file name.
+guest_bg() {
+    local out pid gl
+    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$1") || return 1
+    gl=${out#* }
+    for _ in $(seq 20); do
+        guest "grep -q listening $gl" 2>/dev/null && { echo "$gl"; return 0; }
+        sleep 0.3
+    done
+    echo "$gl"
+    return 1
+}
+
+# ---------------------------------------------------------------------------------------------
+# Cells
+
+cell_selected() { [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]; }
+
+# run_cell NAME FUNCTION ARGS...: capture, run, judge, print one line.
+run_cell() {
+    local name=$1; shift
+    cell_selected "$name" || return 0
+    if [ $LIST -eq 1 ]; then echo "$name"; return 0; fi
+    CELL=$name REASON=""
+    local pcap="$TMP/$name.pcap" clog="$TMP/$name.log"
+    ip netns exec "$NS" tcpdump -Z root -i "$VETH-br" -U -s 0 -w "$pcap" tcp >/dev/null 2>"$TMP/tcpdump.err" &
+    TCPDUMP_PID=$!
+    for _ in $(seq 50); do grep -q "listening on" "$TMP/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
+    local rc
+    "$@" >"$clog" 2>&1
+    rc=$?
+    stop_capture
+    if [ $rc -eq 0 ]; then
+        PASS=$((PASS + 1)); echo "PASS $name"
+        rm -f "$pcap"
+    else
+        FAIL=$((FAIL + 1)); echo "FAIL $name (${REASON:-exit status $rc})"
+        cp "$pcap" "$OUT/failed/$name.pcap" 2>/dev/null
+        cp "$clog" "$OUT/failed/$name.log" 2>/dev/null
+        python3 "$WIRE" "$pcap" >>"$OUT/failed/$name.log" 2>&1
+    fi
+}
+
+not_implemented() { REASON="not implemented: $1"; return 1; }
+
+# wire_check EXPECTATIONS...: the cell's capture so far against mpa_wire.py expectations.
+wire_check() {
+    stop_capture_keep
+    local why
+    why=$(python3 "$WIRE" "$TMP/$CELL.pcap" --expect "$@" 2>&1)
+    echo "wire: $why"
+    [ "$why" = ok ] || { REASON="wire: $why"; return 1; }
+}
+# Stops tcpdump early (the judgement needs the file complete); run_cell's stop is then a no-op.
+stop_capture_keep() { stop_capture; }
+
+cell_ping() {
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local out
+    out=$(guest "ping -c 3 -W 2 -i 0.3 $DAEMON_IP" 2>&1); echo "$out"
+    echo "$out" | grep -q " 0% packet loss" || { REASON="ping lost packets"; return 1; }
+    guest "ip neigh show $DAEMON_IP" | grep -q lladdr || { REASON="no ARP entry for iwarpd"; return 1; }
+}
+
+# expect_p2p REV P2P: what the wire must show (P2P exists only in revision 2).
+p2p_expect() { [ "$1" = 2 ] && [ "$2" = 1 ] && echo 1 || echo 0; }
+
+# Passive iwarpd: siw (siw_peer in the guest) connects to iwarpd's load generator server.
+# cell_pas REV CRC P2P OP SIZE [SERVER_CRC]
+cell_pas() {
+    local rev=$1 crc=$2 p2p=$3 op=$4 size=$5 scrc=${6:-off} out verify=""
+    start_server mpa.revision=2 "mpa.crc=\"$scrc\"" || { REASON="iwarpd server did not start"; return 1; }
+    [ "$op" = read ] && verify=--verify
+    out=$(GT=60 guest "$(siwknobs "$rev" "$crc" "$p2p") $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op $op --size $size --count 3 $verify" 2>&1)
+    local rc=$?; echo "$out"
+    [ $rc -eq 0 ] || { REASON="siw_peer: $(echo "$out" | grep -E '^(error|wc|rejected|verify|async)' | head -1)"; return 1; }
+    local wcrc=$crc; [ "$scrc" = request ] && wcrc=1
+    local rop=Write; [ "$op" = read ] && rop=ReadReq
+    wire_check rev="$rev" crc="$wcrc" p2p="$(p2p_expect "$rev" "$p2p")" clean "i2r=$rop:3" \
+        i2r=noterm r2i=noterm i2r=fin r2i=fin i2r=norst r2i=norst
+}
+
+# Active iwarpd: `iwarpd loadgen` connects to siw_peer's load-generator server in the guest.
+# cell_act REV CRC P2P OP SIZE PORT
+cell_act() {
+    local rev=$1 crc=$2 p2p=$3 op=$4 size=$5 port=$6 gl verify=""
+    [ "$p2p" = 1 ] && { not_implemented "iwarpd's load generator never asks for P2P; needs the rping-compatible tool on iwarp-verbs"; return 1; }
+    local icrc=off; [ "$crc" = 1 ] && icrc=request
+    gl=$(guest_bg "$(siwknobs "$rev" 0 0) $PEER lgen-server -a $GUEST_IP -p $port --close wait") \
+        || { REASON="siw_peer server did not listen"; guest "cat $gl"; return 1; }
+    [ "$op" = read ] && verify=--verify
+    loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:$port" --op "$op" --size "$size" \
+        $verify --set "mpa.revision=$rev" --set "mpa.crc=\"$icrc\""
+    local rc=$?
+    cat "$TMP/lg.log"; sleep 0.5; guest "cat $gl"
+    [ $rc -eq 0 ] || { REASON="iwarpd loadgen exit $rc: $(grep -E 'errors:' "$TMP/lg.log" | head -1 | sed 's/^ *//')"; return 1; }
+    grep -q '"messages":0,' "$TMP/lg.json" && { REASON="no messages completed"; return 1; }
+    local rop=Write; [ "$op" = read ] && rop=ReadReq
+    wire_check rev="$rev" crc="$crc" p2p=0 clean "i2r=$rop:1" i2r=noterm r2i=noterm i2r=fin r2i=fin \
+        i2r=norst r2i=norst
+}
+
+# A connection iwarpd rejects (siw active): siw must see REJECTED with iwarpd's private data.
+cell_reject_by_iwarpd() {
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 0 0) $PEER client -a $DAEMON_IP -p $LG_PORT --pd 0102030405" 2>&1); echo "$out"
+    echo "$out" | grep -q '^rejected' || { REASON="siw did not see a reject"; return 1; }
+    # iwarpd's load generator rejects a non-hello with "LGEN" v1 reason 1 and its text; siw
+    # (rdma_cm) does not hand a reject's private data to the application (docs/INTEROP.md),
+    # so the wire is checked instead.
+    wire_check rev=2 rej=1 clean reqpd=0102030405 reppd=4c47454e00010001
+}
+
+# A connection siw rejects (iwarpd active): the load generator must count a reject, and siw
+# must have received iwarpd's hello as private data.
+cell_reject_by_siw() {
+    local gl
+    gl=$(guest_bg "$(siwknobs 2 0 0) $PEER server -a $GUEST_IP -p 7301 --reject 6e6f7065") \
+        || { REASON="siw_peer server did not listen"; return 1; }
+    loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:7301" --op write --size 64
+    cat "$TMP/lg.log"; local gout; gout=$(guest "cat $gl"); echo "$gout"
+    grep -q '"rejected":1' "$TMP/lg.json" || { REASON="iwarpd did not count the reject: $(grep -E 'errors:' "$TMP/lg.log" | sed 's/^ *//')"; return 1; }
+    echo "$gout" | grep -q '^pd request len=20 hex=4c47454e000101' \
+        || { REASON="siw did not receive iwarpd's hello private data"; return 1; }
+    wire_check rev=2 rej=1
+}
+
+# Bad STag, siw -> iwarpd: siw WRITEs (or READs) with an STag iwarpd never issued; iwarpd must
+# answer with a Terminate and siw must complete the WR in error.
+cell_term_from_iwarpd() {
+    local op=$1 term=$2
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 0 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op $op --size 64 --count 1 --bad-stag --close wait --timeout 5" 2>&1)
+    echo "$out"
+    # A WRITE completes at siw when it is sent; the Terminate then ends the connection.
+    if [ "$op" = read ]; then
+        echo "$out" | grep -q '^wc status=' || { REASON="siw completed the bad-STag READ without error"; return 1; }
+    fi
+    echo "$out" | grep -qE '^(cm RDMA_CM_EVENT_DISCONNECTED|async)' \
+        || { REASON="siw saw neither a disconnect nor an async error after the Terminate"; return 1; }
+    wire_check "r2i=term:$term" i2r=noterm
+}
+
+# Bad STag, iwarpd -> siw: siw_peer advertises a wrong STag; siw must Terminate, iwarpd must
+# report the failed WR.
+cell_term_from_siw() {
+    local op=$1 term=$2 port=$3 gl
+    gl=$(guest_bg "$(siwknobs 2 0 0) $PEER lgen-server -a $GUEST_IP -p $port --bad-stag --close wait") \
+        || { REASON="siw_peer server did not listen"; return 1; }
+    loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:$port" --op "$op" --size 64
+    cat "$TMP/lg.log"; guest "cat $gl"
+    grep -q '"terminates_received":0' "$TMP/lg.json" && { REASON="iwarpd received no Terminate: $(grep -E 'errors:' "$TMP/lg.log" | sed 's/^ *//')"; return 1; }
+    wire_check "r2i=term:$term"
+}
+
+# Abortive close by siw: the QP goes to ERROR without a disconnect; iwarpd must see the
+# connection end (siw: RST or Terminate) and clean up.
+cell_abort_by_siw() {
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 0 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1 --close abort; sleep 1" 2>&1)
+    echo "$out"
+    echo "$out" | grep -q '^done abort modify_qp=0' || { REASON="siw_peer could not abort"; return 1; }
+    wire_check clean i2r=Write:1
+    python3 "$WIRE" "$TMP/$CELL.pcap" | tee -a /dev/stderr | grep -qE 'i2r:.*(rst=1|term=[A-Z])' \
+        || { REASON="siw's abort put neither a RST nor a Terminate on the wire"; return 1; }
+}
+
+matrix() {
+    run_cell net.arp-icmp cell_ping
+    # revision x CRC x P2P (P2P only exists in revision 2), iwarpd passive then active.
+    local cfgs="1.0.0 1.1.0 2.0.0 2.0.1 2.1.0 2.1.1" c rev crc p2p n=0
+    for c in $cfgs; do
+        IFS=. read -r rev crc p2p <<<"$c"
+        run_cell "pas.rev$rev.crc$crc.p2p$p2p.write-1fpdu" cell_pas "$rev" "$crc" "$p2p" write 64
+        run_cell "pas.rev$rev.crc$crc.p2p$p2p.write-16k" cell_pas "$rev" "$crc" "$p2p" write 16384
+        run_cell "pas.rev$rev.crc$crc.p2p$p2p.read-5000" cell_pas "$rev" "$crc" "$p2p" read 5000
+    done
+    run_cell pas.rev2.crc-by-iwarpd.p2p0.read-5000 cell_pas 2 0 0 read 5000 request
+    run_cell reject.by-iwarpd cell_reject_by_iwarpd
+    run_cell term.bad-stag.siw-write cell_term_from_iwarpd write DDP/1/0x00
+    run_cell term.bad-stag.siw-read cell_term_from_iwarpd read RDMAP/0/0x00
+    run_cell close.abort.by-siw cell_abort_by_siw
+    for c in $cfgs; do
+        IFS=. read -r rev crc p2p <<<"$c"
+        n=$((n + 1))
+        run_cell "act.rev$rev.crc$crc.p2p$p2p.write-16k" cell_act "$rev" "$crc" "$p2p" write 16384 $((7100 + n))
+        run_cell "act.rev$rev.crc$crc.p2p$p2p.read-5000" cell_act "$rev" "$crc" "$p2p" read 5000 $((7200 + n))
+    done
+    run_cell reject.by-siw cell_reject_by_siw
+    run_cell term.bad-stag.iwarpd-write cell_term_from_siw write DDP/1/0x00 7302
+    run_cell term.bad-stag.iwarpd-read cell_term_from_siw read RDMAP/0/0x00 7303
+    # Cells that need the rping/perftest-compatible tools on the verbs client library.
+    local t
+    for t in rping.iwarpd-client rping.iwarpd-server perftest.send-bw perftest.write-bw \
+             perftest.read-bw perftest.send-lat perftest.write-lat perftest.read-lat \
+             pas.send act.send act.p2p-rtr close.graceful.by-iwarpd-server close.abort.by-iwarpd; do
+        run_cell "$t" not_implemented "needs the rping/perftest-compatible tools on iwarp-verbs"
+    done
+}
+
+# ---------------------------------------------------------------------------------------------
+
+if [ $LIST -eq 1 ]; then matrix; exit 0; fi
+preflight
+trap cleanup EXIT
+trap 'echo "interop-siw: interrupted" >&2; exit 130' INT TERM
+build
+boot
+log "iwarpd $DAEMON_IP on $VETH (af_packet), siw guest $GUEST_IP; cells:"
+matrix
+stop_server
+echo "$PASS passed, $FAIL failed"
+[ $FAIL -eq 0 ]
