@@ -16,6 +16,8 @@ pub(crate) struct ArenaShared {
     pub(crate) handle: ArenaHandle,
     pub(crate) map: Arc<Mapping>,
     pub(crate) hugepages: bool,
+    /// For `reg_user_mr`: the remapped application pages (released after `FreeArena`).
+    pub(crate) _user_pages: Option<crate::remap::Remapped>,
 }
 
 impl ArenaShared {
@@ -116,6 +118,7 @@ impl Context {
                 handle,
                 map: Arc::new(map),
                 hugepages,
+                _user_pages: None,
             }),
         })
     }

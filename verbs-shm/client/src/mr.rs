@@ -97,19 +97,21 @@ impl Pd {
         let r = unsafe { remap_in_place(ptr, len) }?;
         let (resp, _fds) = ctx.call_fds(
             Request::ImportArena { len: r.len as u64 },
-            &[std::os::fd::AsFd::as_fd(&r.fd)],
+            &[std::os::fd::AsFd::as_fd(&*r.fd)],
         )?;
         let handle = match resp {
             Response::Arena { arena, .. } => arena,
             r => return Err(unexpected("ImportArena", &r)),
         };
+        let offset = r.offset as u64;
         let arena = Arc::new(ArenaShared {
             ctx: ctx.clone(),
             handle,
             map: Arc::new(Mapping::adopt_fixed(r.start, r.len)),
             hugepages: false,
+            _user_pages: Some(r),
         });
-        self.reg(arena, r.offset as u64, len as u64, access, false)
+        self.reg(arena, offset, len as u64, access, false)
     }
 
     fn reg(

@@ -235,6 +235,9 @@ fn arenas_are_shared_with_the_daemon() {
 
 #[test]
 fn user_memory_is_remapped_and_imported() {
+    let _serial = crate::remap::TEST_LOCK
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     let (d, ctx) = FakeDaemon::start(1);
     let pd = ctx.alloc_pd().unwrap();
     let mut buf: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
