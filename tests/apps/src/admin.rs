@@ -172,3 +172,20 @@ fn empty_device() -> iwarp_verbs_proto::DeviceAttr {
 pub fn is_zero(t: &ObjectTotals) -> bool {
     *t == ObjectTotals::default()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn zero_totals() {
+        assert!(is_zero(&ObjectTotals::default()));
+        assert!(!is_zero(&ObjectTotals { arena_bytes: 1, ..ObjectTotals::default() }));
+    }
+
+    #[test]
+    fn a_missing_socket_is_an_error_not_a_panic() {
+        let e = RawClient::connect(Path::new("/nonexistent/apps.verbs"), "t").err().expect("error");
+        assert!(e.contains("/nonexistent/apps.verbs"), "{e}");
+    }
+}
