@@ -1,20 +1,20 @@
 //! [`Arena`]: memory shared with the daemon, the home of every memory region.
 
-use std::os::fd::AsFd;
 use std::sync::Arc;
 
+use iwarp_shm_mem::SharedMapping;
 use iwarp_types::{Access, RegionId, SendOp, Stag};
 use iwarp_verbs_proto::{ArenaHandle, Request, Response};
 
-use crate::context::{check_fd_size, unexpected, CtxInner};
-use crate::mapping::Mapping;
+use crate::context::{unexpected, CtxInner};
+use crate::mapping::ArenaMem;
 use crate::{Context, Error, Result};
 
 /// What an arena's users (the arena, its MRs) share; frees the arena when the last goes.
 pub(crate) struct ArenaShared {
     pub(crate) ctx: Arc<CtxInner>,
     pub(crate) handle: ArenaHandle,
-    pub(crate) map: Arc<Mapping>,
+    pub(crate) map: ArenaMem,
     pub(crate) hugepages: bool,
     /// For `reg_user_mr`: the remapped application pages (released after `FreeArena`).
     pub(crate) _user_pages: Option<crate::remap::Remapped>,
@@ -110,13 +110,13 @@ impl Context {
                 "arena of {got_len} bytes for {len} asked"
             ))));
         }
-        check_fd_size(fd.as_fd(), got_len).map_err(free)?;
-        let map = Mapping::map_fd(fd.as_fd(), got_len as usize).map_err(free)?;
+        let map = SharedMapping::from_fd(fd, got_len as usize)
+            .map_err(|e| free(Error::protocol(format!("arena memfd: {e}"))))?;
         Ok(Arena {
             shared: Arc::new(ArenaShared {
                 ctx: self.inner.clone(),
                 handle,
-                map: Arc::new(map),
+                map: ArenaMem::Shared(map),
                 hugepages,
                 _user_pages: None,
             }),

@@ -1,17 +1,17 @@
 //! [`Context`]: a connection to iwarpd (`ibv_open_device` + `ibv_get_async_event`).
 
-use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{AreaView, DAEMON_RUNNING};
 use iwarp_verbs_proto::{
     default_socket_path, AsyncEventMsg, Channel, DeviceAttr, PortAttr, Request, Response, Welcome,
 };
 
 use crate::conn::Conn;
-use crate::mapping::Mapping;
 use crate::{Error, Result};
 
 /// Environment variable that overrides the socket path of [`Context::open`].
@@ -138,9 +138,9 @@ impl Context {
         if len == 0 || len > MAX_RING_AREA_BYTES {
             return Err(Error::protocol(format!("ring area of {len} bytes")));
         }
-        check_fd_size(fd.as_fd(), len)?;
-        let map = Arc::new(Mapping::map_fd(fd.as_fd(), len as usize)?);
-        let area = AreaView::attach(map.region()?)
+        let map = SharedMapping::from_fd(fd, len as usize)
+            .map_err(|e| Error::protocol(format!("ring area memfd: {e}")))?;
+        let area = AreaView::attach(map.region())
             .map_err(|e| Error::protocol(format!("ring area: {e}")))?;
         if area.daemon_state() != DAEMON_RUNNING {
             return Err(Error::DaemonGone);
@@ -240,16 +240,4 @@ impl Context {
             .ignored
             .load(std::sync::atomic::Ordering::Relaxed)
     }
-}
-
-/// The memfd behind `fd` must hold `len` bytes (a shorter file would fault on access).
-pub(crate) fn check_fd_size(fd: BorrowedFd<'_>, len: u64) -> Result<()> {
-    let st = rustix::fs::fstat(fd)?;
-    if (st.st_size as u64) < len {
-        return Err(Error::protocol(format!(
-            "shared memory fd has {} bytes, {len} announced",
-            st.st_size
-        )));
-    }
-    Ok(())
 }

@@ -10,7 +10,7 @@ use iwarp_verbs_proto::{
 
 use crate::arena::{Arena, ArenaShared};
 use crate::context::unexpected;
-use crate::mapping::Mapping;
+use crate::mapping::ArenaMem;
 use crate::pd::{Pd, PdShared};
 use crate::remap::remap_in_place;
 use crate::{Error, Result};
@@ -107,7 +107,10 @@ impl Pd {
         let arena = Arc::new(ArenaShared {
             ctx: ctx.clone(),
             handle,
-            map: Arc::new(Mapping::adopt_fixed(r.start, r.len)),
+            map: ArenaMem::User {
+                start: r.start,
+                len: r.len,
+            },
             hugepages: false,
             _user_pages: Some(r),
         });

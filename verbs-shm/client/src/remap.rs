@@ -258,14 +258,18 @@ mod tests {
         assert_eq!(r.start.as_ptr() as usize + r.offset, ptr as usize);
         assert!(r.len >= n && r.len % 4096 == 0);
         // The pages are now the memfd: a second mapping of it sees writes through `v`.
-        let other = crate::mapping::Mapping::map_fd(r.fd.as_fd(), r.len).unwrap();
+        let other = iwarp_shm_mem::SharedMapping::from_fd(
+            r.fd.as_fd().try_clone_to_owned().unwrap(),
+            r.len,
+        )
+        .unwrap();
         v[5] = 0xa5;
         v[n - 1] = 0x5a;
         // SAFETY: `other` maps `r.len` bytes; the offsets are inside.
         let seen = unsafe {
             (
-                *other.ptr().add(r.offset + 5),
-                *other.ptr().add(r.offset + n - 1),
+                *other.as_ptr().add(r.offset + 5),
+                *other.as_ptr().add(r.offset + n - 1),
             )
         };
         assert_eq!(seen, (0xa5, 0x5a));

@@ -12,8 +12,8 @@ use iwarp_shm_ring::{
 use iwarp_types::Cqe;
 use iwarp_verbs_proto::*;
 
-use crate::mapping::Mapping;
 use crate::Context;
+use iwarp_shm_mem::{Backing, SharedMapping};
 
 pub(crate) const CLIENT_ID: u32 = 42;
 
@@ -33,7 +33,7 @@ struct State {
     next: u32,
     cqs: HashMap<u32, Cq>,
     qps: HashMap<u32, Qp>,
-    arenas: HashMap<u32, Mapping>,
+    arenas: HashMap<u32, SharedMapping>,
     freed_arenas: HashSet<u32>,
     channels: Vec<OwnedFd>,
     mr_regs: Vec<MrReg>,
@@ -47,11 +47,9 @@ pub(crate) struct FakeDaemon {
     chan: Arc<Channel>,
 }
 
-fn memfd(len: usize) -> (OwnedFd, Mapping) {
-    let fd = rustix::fs::memfd_create("fake", rustix::fs::MemfdFlags::CLOEXEC).unwrap();
-    rustix::fs::ftruncate(&fd, len as u64).unwrap();
-    let m = Mapping::map_fd(fd.as_fd(), len).unwrap();
-    (fd, m)
+fn memfd(len: usize) -> (OwnedFd, SharedMapping) {
+    let m = SharedMapping::create("fake", len, Backing::Pages).unwrap();
+    (m.dup_fd().unwrap(), m)
 }
 
 fn device() -> DeviceAttr {
@@ -85,8 +83,7 @@ impl FakeDaemon {
     pub(crate) fn start(cores: u32) -> (FakeDaemon, Context) {
         let (client, server) = Channel::pair().unwrap();
         let (area_fd, area_map) = memfd(RING_AREA_BYTES);
-        let area_map = Arc::new(area_map);
-        let area = AreaView::init(area_map.region().unwrap(), CLIENT_ID, cores).unwrap();
+        let area = AreaView::init(area_map.region(), CLIENT_ID, cores).unwrap();
         let state = Arc::new(Mutex::new(State {
             heap: RingHeap::new(area.area_len() as u64),
             area,
@@ -182,7 +179,7 @@ impl FakeDaemon {
         let m = &s.arenas[&a.0];
         assert!(off < m.len());
         // SAFETY: inside the mapping.
-        unsafe { m.ptr().add(off).read_volatile() }
+        unsafe { m.as_ptr().add(off).read_volatile() }
     }
 
     pub(crate) fn arena_freed(&self, a: ArenaHandle) -> bool {
@@ -334,7 +331,7 @@ fn serve(chan: &Channel, state: &Mutex<State>, area_fd: OwnedFd, cores: u32) {
             Request::ImportArena { len } => {
                 let fd = fds.into_iter().next().unwrap();
                 s.arenas
-                    .insert(h, Mapping::map_fd(fd.as_fd(), len as usize).unwrap());
+                    .insert(h, SharedMapping::from_fd(fd, len as usize).unwrap());
                 Ok(Response::Arena {
                     arena: ArenaHandle(h),
                     len,
