@@ -199,8 +199,31 @@ fn crash_cycles(seed: u64) {
     srv.join().expect("server thread");
     pair.b.wait_objects_freed(&[], Duration::from_secs(10));
     pair.a.wait_objects_freed(&[], Duration::from_secs(10));
+    iwarpctl_shows_zero(&pair.b.socket);
     eprintln!(
         "{CYCLES} kills in {:?}; slowest teardown {slowest:?}; bystander verified {done} write+read pairs",
         started.elapsed()
     );
+}
+
+/// `iwarpctl status --json` of the daemon: every object total is 0.
+fn iwarpctl_shows_zero(socket: &std::path::Path) {
+    let bin = iwarp_apps_tests::system::workspace_bin("iwarpctl", "iwarpctl");
+    let out = Command::new(bin)
+        .arg("--socket")
+        .arg(socket)
+        .args(["--json", "status"])
+        .output()
+        .expect("run iwarpctl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "iwarpctl status failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+    let totals = compact
+        .split("\"totals\":{")
+        .nth(1)
+        .and_then(|t| t.split('}').next())
+        .unwrap_or_else(|| panic!("no totals in iwarpctl's output: {text}"));
+    for field in totals.split(',') {
+        assert!(field.ends_with(":0"), "iwarpctl shows {field} after every client is gone: {text}");
+    }
 }
