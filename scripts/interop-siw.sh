@@ -23,6 +23,8 @@
 # library (iwarp-verbs: an rping/perftest-compatible tool on iwarpd) print
 # `FAIL name (not implemented: ...)` until those tools exist.
 #
+# KEEP_ALL=1 keeps the captures and logs of passed cells too ($OUT/passed), SIW_DEBUG=1
+# turns on siw's debug messages in the guest's dmesg.
 # Environment: IWARPD (binary; default target/release/iwarpd, built if missing), SIWVM (the
 # harness; default ../shared/siw-vm next to the repository), SIWVM_NETNS (iwsiw).
 # docs/INTEROP.md describes the matrix and lists every difference from siw found.
@@ -131,6 +133,10 @@ boot() {
     "$SIWVM/up.sh" -n 1 --veth "$VETH" >"$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log" >&2; exit 1; }
     # No IPv6 chatter on the test link.
     ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
+    # SIW_DEBUG=1: siw's debug messages (dynamic debug) go to the guest's dmesg.
+    if [ "${SIW_DEBUG:-0}" = 1 ]; then
+        guest "mount -t debugfs none /sys/kernel/debug 2>/dev/null; echo 'module siw +p' > /sys/kernel/debug/dynamic_debug/control"
+    fi
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -180,14 +186,14 @@ loadgen_client() {
         --qps 1 --depth 1 --seconds 1 --warmup-seconds 0 --json "$json" "$@" >"$logf" 2>&1
 }
 
-# guest_bg CMD: starts CMD detached in the guest, waits until its log shows "listening";
-# prints the guest log file name.
+# guest_bg CMD [PATTERN]: starts CMD detached in the guest, waits until its log shows
+# PATTERN (default "listening"); prints the guest log file name.
 guest_bg() {
-    local out pid gl
+    local out gl pat=${2:-listening}
     out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$1") || return 1
     gl=${out#* }
     for _ in $(seq 20); do
-        guest "grep -q listening $gl" 2>/dev/null && { echo "$gl"; return 0; }
+        guest "grep -q '$pat' $gl" 2>/dev/null && { echo "$gl"; return 0; }
         sleep 0.3
     done
     echo "$gl"
@@ -206,7 +212,7 @@ run_cell() {
     if [ $LIST -eq 1 ]; then echo "$name"; return 0; fi
     CELL=$name REASON=""
     local pcap="$TMP/$name.pcap" clog="$TMP/$name.log"
-    ip netns exec "$NS" tcpdump -Z root -i "$VETH-br" -U -s 0 -w "$pcap" tcp >/dev/null 2>"$TMP/tcpdump.err" &
+    ip netns exec "$NS" tcpdump -Z root -i "$VETH-br" --immediate-mode -U -s 0 -w "$pcap" tcp >/dev/null 2>"$TMP/tcpdump.err" &
     TCPDUMP_PID=$!
     for _ in $(seq 50); do grep -q "listening on" "$TMP/tcpdump.err" 2>/dev/null && break; sleep 0.1; done
     local rc
@@ -215,6 +221,9 @@ run_cell() {
     stop_capture
     if [ $rc -eq 0 ]; then
         PASS=$((PASS + 1)); echo "PASS $name"
+        if [ "${KEEP_ALL:-0}" = 1 ]; then
+            mkdir -p "$OUT/passed"; mv "$pcap" "$clog" "$OUT/passed/" 2>/dev/null
+        fi
         rm -f "$pcap"
     else
         FAIL=$((FAIL + 1)); echo "FAIL $name (${REASON:-exit status $rc})"
@@ -272,8 +281,9 @@ cell_act() {
     gl=$(guest_bg "$(siwknobs "$rev" 0 0) $PEER lgen-server -a $GUEST_IP -p $port --close wait") \
         || { REASON="siw_peer server did not listen"; guest "cat $gl"; return 1; }
     [ "$op" = read ] && verify=--verify
+    # Revision 1 has no P2P mode (the config refuses p2p = true with revision 1).
     loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:$port" --op "$op" --size "$size" \
-        $verify --set "mpa.revision=$rev" --set "mpa.crc=\"$icrc\""
+        $verify --set "mpa.revision=$rev" --set "mpa.crc=\"$icrc\"" --set "mpa.p2p=$([ "$rev" = 2 ] && echo true || echo false)"
     local rc=$?
     cat "$TMP/lg.log"; sleep 0.5; guest "cat $gl"
     [ $rc -eq 0 ] || { REASON="iwarpd loadgen exit $rc: $(grep -E 'errors:' "$TMP/lg.log" | head -1 | sed 's/^ *//')"; return 1; }
@@ -336,16 +346,50 @@ cell_term_from_siw() {
     wire_check "r2i=term:$term"
 }
 
-# Abortive close by siw: the QP goes to ERROR without a disconnect; iwarpd must see the
-# connection end (siw: RST or Terminate) and clean up.
-cell_abort_by_siw() {
+# siw moves its QP to ERROR without a disconnect (what an application's abort does): siw
+# closes the TCP connection in order (FIN, no RST, no Terminate: docs/INTEROP.md); iwarpd must
+# close its end too.
+cell_qp_error_by_siw() {
     start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
     local out; out=$(guest "$(siwknobs 2 0 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1 --close abort; sleep 1" 2>&1)
     echo "$out"
     echo "$out" | grep -q '^done abort modify_qp=0' || { REASON="siw_peer could not abort"; return 1; }
-    wire_check clean i2r=Write:1
-    python3 "$WIRE" "$TMP/$CELL.pcap" | tee -a /dev/stderr | grep -qE 'i2r:.*(rst=1|term=[A-Z])' \
-        || { REASON="siw's abort put neither a RST nor a Terminate on the wire"; return 1; }
+    wire_check clean i2r=Write:1 i2r=fin r2i=fin firstfin=i2r
+}
+
+# Abortive close of siw's TCP connection: `ss -K` in the guest resets siw's socket while the
+# connection is idle; iwarpd must take the RST and drop the connection, siw's app must see the
+# connection end.
+cell_rst_by_siw() {
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local gl
+    gl=$(guest_bg "$(siwknobs 2 0 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1 --close wait --timeout 10" "^done write") \
+        || { REASON="siw_peer did not connect"; guest "cat $gl"; return 1; }
+    guest "ss -K dst $DAEMON_IP dport = $LG_PORT; ss -tn dst $DAEMON_IP"
+    sleep 1
+    local out; out=$(guest "cat $gl"); echo "$out"
+    wire_check clean i2r=Write:1 i2r=rst
+}
+
+# Graceful disconnect, each side first (the capture shows who sent the first FIN).
+cell_graceful_by_siw() {
+    start_server mpa.revision=2 'mpa.crc="off"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 0 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1 --close graceful" 2>&1)
+    local rc=$?; echo "$out"
+    [ $rc -eq 0 ] || { REASON="siw_peer: $(echo "$out" | grep -E '^(error|wc)' | head -1)"; return 1; }
+    wire_check clean i2r=fin r2i=fin i2r=norst r2i=norst firstfin=i2r
+}
+
+cell_graceful_by_iwarpd() {
+    local gl
+    gl=$(guest_bg "$(siwknobs 2 0 0) $PEER lgen-server -a $GUEST_IP -p 7304 --close wait") \
+        || { REASON="siw_peer server did not listen"; return 1; }
+    loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:7304" --op write --size 64
+    local rc=$?; cat "$TMP/lg.log"; sleep 0.5
+    local gout; gout=$(guest "cat $gl"); echo "$gout"
+    [ $rc -eq 0 ] || { REASON="iwarpd loadgen exit $rc"; return 1; }
+    echo "$gout" | grep -q '^done close=wait disconnected=1' || { REASON="siw saw no DISCONNECTED"; return 1; }
+    wire_check clean i2r=fin r2i=fin i2r=norst r2i=norst firstfin=i2r
 }
 
 matrix() {
@@ -361,8 +405,10 @@ matrix() {
     run_cell pas.rev2.crc-by-iwarpd.p2p0.read-5000 cell_pas 2 0 0 read 5000 request
     run_cell reject.by-iwarpd cell_reject_by_iwarpd
     run_cell term.bad-stag.siw-write cell_term_from_iwarpd write DDP/1/0x00
-    run_cell term.bad-stag.siw-read cell_term_from_iwarpd read RDMAP/0/0x00
-    run_cell close.abort.by-siw cell_abort_by_siw
+    run_cell term.bad-stag.siw-read cell_term_from_iwarpd read RDMAP/1/0x00
+    run_cell close.graceful.by-siw cell_graceful_by_siw
+    run_cell close.qp-error.by-siw cell_qp_error_by_siw
+    run_cell close.abort-rst.by-siw cell_rst_by_siw
     for c in $cfgs; do
         IFS=. read -r rev crc p2p <<<"$c"
         n=$((n + 1))
@@ -370,13 +416,14 @@ matrix() {
         run_cell "act.rev$rev.crc$crc.p2p$p2p.read-5000" cell_act "$rev" "$crc" "$p2p" read 5000 $((7200 + n))
     done
     run_cell reject.by-siw cell_reject_by_siw
+    run_cell close.graceful.by-iwarpd cell_graceful_by_iwarpd
     run_cell term.bad-stag.iwarpd-write cell_term_from_siw write DDP/1/0x00 7302
-    run_cell term.bad-stag.iwarpd-read cell_term_from_siw read RDMAP/0/0x00 7303
+    run_cell term.bad-stag.iwarpd-read cell_term_from_siw read RDMAP/1/0x00 7303
     # Cells that need the rping/perftest-compatible tools on the verbs client library.
     local t
     for t in rping.iwarpd-client rping.iwarpd-server perftest.send-bw perftest.write-bw \
              perftest.read-bw perftest.send-lat perftest.write-lat perftest.read-lat \
-             pas.send act.send act.p2p-rtr close.graceful.by-iwarpd-server close.abort.by-iwarpd; do
+             pas.send act.send close.abort.by-iwarpd; do
         run_cell "$t" not_implemented "needs the rping/perftest-compatible tools on iwarp-verbs"
     done
 }

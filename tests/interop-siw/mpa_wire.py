@@ -110,8 +110,9 @@ class Direction:
         self.fin = False
         self.rst = False
         self.syn = False
+        self.fin_ts = None
 
-    def add(self, seq, flags, payload):
+    def add(self, seq, flags, payload, ts=0.0):
         if flags & 0x02:       # SYN
             self.syn = True
             self.isn = seq
@@ -120,6 +121,8 @@ class Direction:
             self.rst = True
         if flags & 0x01:
             self.fin = True
+            if self.fin_ts is None:
+                self.fin_ts = ts
         if self.isn is None or not payload:
             return
         rel = (seq - self.isn - 1) & 0xFFFFFFFF
@@ -226,7 +229,7 @@ def analyse(path, peer=None):
             key = (a, b)
             conns[key] = {a: Direction(), b: Direction()}
             order.append(key)
-        conns[key][a].add(seq, flags, payload)
+        conns[key][a].add(seq, flags, payload, _ts)
     out = []
     for key in order:
         init, resp = key
@@ -245,7 +248,8 @@ def analyse(path, peer=None):
         for name, dirn, s, n, holes in (("i2r", d[init], s_i, n_i, holes_i),
                                         ("r2i", d[resp], s_r, n_r, holes_r)):
             w = walk_fpdus(s[n:], crc_on) if n and rep and not rep["rej"] and not markers else {}
-            w.update(fin=int(dirn.fin), rst=int(dirn.rst), holes=holes, stream=len(s))
+            w.update(fin=int(dirn.fin), rst=int(dirn.rst), holes=holes, stream=len(s),
+                     fin_ts=dirn.fin_ts)
             c[name] = w
         out.append(c)
     return out
@@ -305,6 +309,15 @@ def check(conns, exp):
                 if w.get("ops", {}).get(op, 0) < int(n or 1):
                     return "%s carried %d %s, expected at least %s" % (
                         k, w.get("ops", {}).get(op, 0), op, n or 1)
+        elif k == "firstfin":
+            ti, tr = c["i2r"].get("fin_ts"), c["r2i"].get("fin_ts")
+            first = None
+            if ti is not None and (tr is None or ti <= tr):
+                first = "i2r"
+            elif tr is not None:
+                first = "r2i"
+            if first != v:
+                return "first FIN from %s, expected %s" % (first, v)
         elif k == "clean":
             for d in ("i2r", "r2i"):
                 w = c[d]
