@@ -209,9 +209,15 @@ def walk_fpdus(buf, crc_on):
             r["first"] = op if payload or op in ("Terminate", "ReadReq") else "zl" + op
         r["bytes"] += payload
         if op == "Terminate" and r["term"] is None and ulpdu_len >= 18 + 4:
-            tc = struct.unpack("!I", fpdu[2 + 18:2 + 22])[0]
+            raw = fpdu[2 + 18:2 + 22]
+            tc = struct.unpack("!I", raw)[0]
             layer, etype, ecode = tc >> 28, (tc >> 24) & 0xF, (tc >> 16) & 0xFF
             r["term"] = "%s/%d/0x%02x" % (TERM_LAYER.get(layer, "L%d" % layer), etype, ecode)
+            r["term_raw"] = raw.hex()
+            # Linux siw fills the Terminate Control with C bitfields: on little-endian
+            # hosts Layer and EType trade nibbles and M/D/R sit in the low bits of byte 2.
+            r["term_siw"] = "%s/%d/0x%02x" % (TERM_LAYER.get(raw[0] & 0xF, "L%d" % (raw[0] & 0xF)),
+                                              raw[0] >> 4, raw[1])
         r["fpdus"] += 1
         i += total
     return r
@@ -294,7 +300,12 @@ def check(conns, exp):
             w = c[k]
             if v.startswith("term:"):
                 if w.get("term") != v[5:]:
-                    return "%s Terminate %s, expected %s" % (k, w.get("term"), v[5:])
+                    return "%s Terminate %s (raw %s), expected %s" % (
+                        k, w.get("term"), w.get("term_raw"), v[5:])
+            elif v.startswith("termsiw:"):
+                if w.get("term_siw") != v[8:]:
+                    return "%s Terminate in siw's layout %s (raw %s), expected %s" % (
+                        k, w.get("term_siw"), w.get("term_raw"), v[8:])
             elif v == "noterm":
                 if w.get("term"):
                     return "%s sent a Terminate %s" % (k, w.get("term"))
@@ -341,8 +352,10 @@ def dir_str(w):
     ops = " ".join("%s=%d" % kv for kv in sorted(w.get("ops", {}).items()))
     keys = ["fpdus", "bytes", "crc_bad", "crc_nonzero_off", "zero_len_write",
             "zero_len_read", "trailing", "holes", "fin", "rst"]
-    return "%s %s term=%s" % (ops, " ".join("%s=%s" % (k, w[k]) for k in keys if k in w),
-                              w.get("term"))
+    t = w.get("term")
+    if t:
+        t = "%s(raw %s, siw layout %s)" % (t, w.get("term_raw"), w.get("term_siw"))
+    return "%s %s term=%s" % (ops, " ".join("%s=%s" % (k, w[k]) for k in keys if k in w), t)
 
 
 def main():
@@ -352,7 +365,7 @@ def main():
     ap.add_argument("--json", action="store_true")
     ap.add_argument("--expect", nargs="*", default=None,
                     help="check the first connection: rev=N crc=0|1 p2p=0|1 rej=0|1 clean reqpd|reppd=HEX "
-                         "i2r|r2i=Op[:N]|term:L/T/0xCC|noterm|fin|rst|norst")
+                         "i2r|r2i=Op[:N]|term:L/T/0xCC|termsiw:L/T/0xCC|noterm|fin|rst|norst")
     a = ap.parse_args()
     try:
         res = analyse(a.pcap, a.peer)
