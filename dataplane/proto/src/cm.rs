@@ -203,7 +203,9 @@ impl Engine {
     }
 
     /// Rejects a connection reported by [`crate::Event::ConnectRequest`]: an MPA Reply with
-    /// the Reject flag and `private_data`, then a FIN.
+    /// the Reject flag and `private_data`, then a FIN once the peer acknowledged the Reply
+    /// (never in the Reply's segment: Linux siw would handle that FIN first and drop the
+    /// reject's private data, docs/INTEROP.md). The close deadline bounds the wait.
     pub fn reject(
         &mut self,
         now: Instant,
@@ -218,7 +220,7 @@ impl Engine {
             .reject(private_data.as_slice())
             .map_err(|_| CmError::InvalidParams)?;
         c.reported = true;
-        c.close(now, self.core.close_deadline(now));
+        c.close_deadline.get_or_insert(self.core.close_deadline(now));
         c.state = ConnState::Rejecting;
         if let Some(port) = c.backlog_port.take() {
             self.core.listeners.release_slot(port);

@@ -30,7 +30,8 @@ pub enum ConnState {
     AwaitAccept,
     /// Passive: accepted; waiting for MPA to enter RDMA mode.
     Accepted,
-    /// Passive: rejected; the Reply with the Reject flag and a FIN are on their way.
+    /// Passive: rejected; the Reply with the Reject flag is on its way, the FIN follows
+    /// once the peer acknowledged it.
     Rejecting,
     /// RDMA mode: the QP is associated.
     Rdma,

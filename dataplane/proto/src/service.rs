@@ -36,6 +36,13 @@ impl Core {
         self.release_acked(conn);
         self.tcp_events(now, id, conn);
         self.mpa_events(now, id, conn);
+        if conn.state == ConnState::Rejecting
+            && conn.tcp.acked_offset() >= conn.mpa.end_offset()
+        {
+            // The peer has the whole Reject: now the FIN, in a segment of its own.
+            let deadline = self.close_deadline(now);
+            conn.close(now, deadline);
+        }
         if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
             // The inbound RTR needs nothing more from us: MPA opens its gate on the first
             // FPDU received. Clear the one-shot flag.
