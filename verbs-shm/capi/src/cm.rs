@@ -86,9 +86,7 @@ unsafe fn bytes<'a>(p: *const c_void, len: usize, what: &str) -> CResult<&'a [u8
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn iwv_create_event_channel(
-    ctx: *mut iwv_context,
-) -> *mut iwv_event_channel {
+pub unsafe extern "C" fn iwv_create_event_channel(ctx: *mut iwv_context) -> *mut iwv_event_channel {
     guard_new(|| {
         // SAFETY: live handle or NULL (header contract).
         let c = unsafe { obj(ctx, "ctx") }?;
@@ -218,7 +216,9 @@ pub unsafe extern "C" fn iwv_get_cm_event(
         let info = if timeout_ms < 0 {
             ch.channel.get_event()?
         } else {
-            wait_event(ch.channel.as_fd(), timeout_ms, || ch.channel.try_get_event())?
+            wait_event(ch.channel.as_fd(), timeout_ms, || {
+                ch.channel.try_get_event()
+            })?
         };
         let b = Box::into_raw(event_from(ch, info));
         // `event` is the first field of the `#[repr(C)]` box: same address.
@@ -371,7 +371,8 @@ mod tests {
     #[test]
     fn conn_params_are_checked() {
         // SAFETY: NULL is allowed.
-        assert_eq!(unsafe { conn_param(std::ptr::null()) }.unwrap(), ConnParam::default());
+        let none = unsafe { conn_param(std::ptr::null()) }.unwrap();
+        assert_eq!(none, ConnParam::default());
         let data = [7u8; 600];
         let mut p = iwv_conn_param {
             private_data: data.as_ptr() as *const c_void,
@@ -406,7 +407,10 @@ mod tests {
             assert_eq!(iwv_ack_cm_event(std::ptr::null_mut()), -IWV_EFAULT);
             assert_eq!(iwv_disconnect(std::ptr::null_mut()), -IWV_EFAULT);
             let mut ev = std::ptr::null_mut();
-            assert_eq!(iwv_get_cm_event(std::ptr::null_mut(), &mut ev, 0), -IWV_EFAULT);
+            assert_eq!(
+                iwv_get_cm_event(std::ptr::null_mut(), &mut ev, 0),
+                -IWV_EFAULT
+            );
         }
     }
 }

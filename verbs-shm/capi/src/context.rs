@@ -245,7 +245,8 @@ mod tests {
     fn addr_init_parses() {
         let mut a = iwv_addr::default();
         // SAFETY: valid pointers.
-        assert_eq!(unsafe { iwv_addr_init(&mut a, c"10.1.2.3".as_ptr(), 4791) }, 0);
+        let ok = unsafe { iwv_addr_init(&mut a, c"10.1.2.3".as_ptr(), 4791) };
+        assert_eq!(ok, 0);
         assert_eq!(a.ip, [10, 1, 2, 3]);
         assert_eq!(a.port, 4791);
         // SAFETY: valid pointers; NULL ip is allowed.
@@ -274,7 +275,10 @@ mod tests {
 
     #[test]
     fn async_kinds_match_the_header() {
-        assert_eq!(async_kind(AsyncKind::TerminateReceived(0x1234)), (1, 0x1234));
+        assert_eq!(
+            async_kind(AsyncKind::TerminateReceived(0x1234)),
+            (1, 0x1234)
+        );
         assert_eq!(async_kind(AsyncKind::QpErrorStateEntered), (15, 0));
         assert_eq!(async_resource(EventResourceRef::Device), (3, 0));
     }

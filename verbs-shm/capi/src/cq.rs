@@ -99,7 +99,10 @@ pub unsafe extern "C" fn iwv_destroy_comp_channel(channel: *mut iwv_comp_channel
         // SAFETY: live handle or NULL (header contract).
         let ch = unsafe { obj(channel, "channel") }?;
         if !ch.cqs.is_empty() {
-            return Err(Failure::new(IWV_EBUSY, "CQs are still attached to the channel"));
+            return Err(Failure::new(
+                IWV_EBUSY,
+                "CQs are still attached to the channel",
+            ));
         }
         // SAFETY: a handle of `iwv_create_comp_channel`, destroyed once.
         drop(unsafe { take(channel, "channel") }?);
@@ -120,7 +123,9 @@ pub unsafe extern "C" fn iwv_get_cq_event(
         let handle = if timeout_ms < 0 {
             ch.channel.get_cq_event()?
         } else {
-            wait_event(ch.channel.as_fd(), timeout_ms, || ch.channel.try_get_cq_event())?
+            wait_event(ch.channel.as_fd(), timeout_ms, || {
+                ch.channel.try_get_cq_event()
+            })?
         };
         let (ptr, context) = ch.cqs.get(handle.0).unwrap_or((0, 0));
         *cq_out = ptr as *mut iwv_cq;
@@ -200,8 +205,11 @@ pub unsafe extern "C" fn iwv_destroy_cq(cq: *mut iwv_cq) -> c_int {
 
 #[no_mangle]
 pub unsafe extern "C" fn iwv_cq_depth(cq: *mut iwv_cq) -> u32 {
-    // SAFETY: live handle or NULL (header contract).
-    guard_value(0, || Ok(unsafe { obj(cq, "cq") }?.depth.load(Ordering::Relaxed)))
+    guard_value(0, || {
+        // SAFETY: live handle or NULL (header contract).
+        let c = unsafe { obj(cq, "cq") }?;
+        Ok(c.depth.load(Ordering::Relaxed))
+    })
 }
 
 #[no_mangle]
@@ -211,7 +219,11 @@ pub unsafe extern "C" fn iwv_cq_handle(cq: *mut iwv_cq) -> u32 {
 }
 
 #[no_mangle]
-pub unsafe extern "C" fn iwv_poll_cq(cq: *mut iwv_cq, num_entries: c_int, wc: *mut iwv_wc) -> c_int {
+pub unsafe extern "C" fn iwv_poll_cq(
+    cq: *mut iwv_cq,
+    num_entries: c_int,
+    wc: *mut iwv_wc,
+) -> c_int {
     guard(|| {
         // SAFETY: live handle or NULL (header contract).
         let c = unsafe { obj(cq, "cq") }?;

@@ -44,15 +44,27 @@ const SENTENCES: [(c_int, &CStr); 22] = [
     (IWV_EXDEV, c"object on another dataplane core"),
     (IWV_EINVAL, c"invalid argument, state or transition"),
     (IWV_ENOSPC, c"a configured limit is reached"),
-    (IWV_EPROTO, c"protocol error (unexpected answer from iwarpd)"),
-    (IWV_EPROTONOSUPPORT, c"protocol version mismatch with iwarpd"),
+    (
+        IWV_EPROTO,
+        c"protocol error (unexpected answer from iwarpd)",
+    ),
+    (
+        IWV_EPROTONOSUPPORT,
+        c"protocol version mismatch with iwarpd",
+    ),
     (IWV_EADDRINUSE, c"address in use"),
     (IWV_ENETUNREACH, c"no route to the address"),
     (IWV_ENOTCONN, c"no such connection"),
     (IWV_ESHUTDOWN, c"iwarpd is shutting down"),
     (IWV_ETIMEDOUT, c"timed out"),
-    (IWV_EDAEMONGONE, c"iwarpd is gone (every object is gone with it)"),
-    (IWV_EQUEUEFULL, c"work queue full: poll completions, then post again"),
+    (
+        IWV_EDAEMONGONE,
+        c"iwarpd is gone (every object is gone with it)",
+    ),
+    (
+        IWV_EQUEUEFULL,
+        c"work queue full: poll completions, then post again",
+    ),
     (IWV_EPANIC, c"internal error in the iwarp-verbs C library"),
 ];
 
@@ -86,9 +98,21 @@ pub(crate) fn daemon_code(code: ErrorCode) -> c_int {
         BadFd => IWV_EBADF,
         CoreTimeout => IWV_ETIMEDOUT,
         Internal => IWV_EIO,
-        InvalidArgument | InvalidPd | InvalidCq | InvalidCqSize | InvalidQp | InvalidSrq
-        | TooManyWrsOrSges | InvalidIrdOrd | InvalidStateTransition | InvalidQpState
-        | InvalidStag | InvalidLength | InvalidVa | InvalidAccessRights | LimitOutOfRange
+        InvalidArgument
+        | InvalidPd
+        | InvalidCq
+        | InvalidCqSize
+        | InvalidQp
+        | InvalidSrq
+        | TooManyWrsOrSges
+        | InvalidIrdOrd
+        | InvalidStateTransition
+        | InvalidQpState
+        | InvalidStag
+        | InvalidLength
+        | InvalidVa
+        | InvalidAccessRights
+        | LimitOutOfRange
         | InvalidCmState => IWV_EINVAL,
         AddressInUse => IWV_EADDRINUSE,
         NoRoute => IWV_ENETUNREACH,
@@ -243,7 +267,10 @@ mod tests {
         // SAFETY: `last_message` is a NUL-terminated string owned by this thread.
         let m = unsafe { CStr::from_ptr(last_message()) };
         assert_eq!(m.to_str().unwrap(), "work queue full");
-        assert_eq!(std::io::Error::last_os_error().raw_os_error(), Some(IWV_EQUEUEFULL));
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(IWV_EQUEUEFULL)
+        );
         let other = std::thread::spawn(last_code).join().unwrap();
         assert_eq!(other, 0);
     }
@@ -262,7 +289,10 @@ mod tests {
 
     #[test]
     fn daemon_refusals_map_to_errno() {
-        let e = Error::Daemon(iwarp_verbs::ErrorReply::new(ErrorCode::AddressInUse, "port 7"));
+        let e = Error::Daemon(iwarp_verbs::ErrorReply::new(
+            ErrorCode::AddressInUse,
+            "port 7",
+        ));
         assert_eq!(code_of(&e), IWV_EADDRINUSE);
         assert_eq!(daemon_code(ErrorCode::InvalidQpState), IWV_EINVAL);
         let io = Error::Io(std::io::Error::from_raw_os_error(IWV_EACCES));

@@ -173,8 +173,8 @@ pub(crate) fn wait_event<T>(
     timeout_ms: i32,
     mut next: impl FnMut() -> Result<T, Error>,
 ) -> CResult<T> {
-    let deadline = (timeout_ms > 0)
-        .then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
+    let deadline =
+        (timeout_ms > 0).then(|| Instant::now() + Duration::from_millis(timeout_ms as u64));
     loop {
         match next() {
             Err(Error::WouldBlock) => {}
@@ -195,7 +195,10 @@ pub(crate) fn wait_event<T>(
             tv_sec: d.as_secs() as i64,
             tv_nsec: d.subsec_nanos() as _,
         });
-        let mut fds = [rustix::event::PollFd::new(&fd, rustix::event::PollFlags::IN)];
+        let mut fds = [rustix::event::PollFd::new(
+            &fd,
+            rustix::event::PollFlags::IN,
+        )];
         match rustix::event::poll(&mut fds, ts.as_ref()) {
             Ok(_) | Err(rustix::io::Errno::INTR) => {}
             Err(e) => return Err(Failure::from(Error::from(e))),

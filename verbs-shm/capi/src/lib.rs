@@ -30,8 +30,8 @@ pub use cm::*;
 pub use context::*;
 pub use cq::*;
 pub use handles::{
-    iwv_arena, iwv_cm_id, iwv_comp_channel, iwv_context, iwv_cq, iwv_event_channel, iwv_mr,
-    iwv_mw, iwv_pd, iwv_qp, iwv_srq,
+    iwv_arena, iwv_cm_id, iwv_comp_channel, iwv_context, iwv_cq, iwv_event_channel, iwv_mr, iwv_mw,
+    iwv_pd, iwv_qp, iwv_srq,
 };
 pub use memory::*;
 pub use qp::*;
@@ -39,9 +39,9 @@ pub use qp::*;
 /// The error codes of `enum iwv_error` (positive; functions answer them negated).
 pub mod codes {
     pub use crate::error::{
-        IWV_EACCES, IWV_EADDRINUSE, IWV_EAGAIN, IWV_EBADF, IWV_EBUSY, IWV_EDAEMONGONE,
-        IWV_EFAULT, IWV_EINVAL, IWV_EIO, IWV_ENETUNREACH, IWV_ENOENT, IWV_ENOMEM, IWV_ENOSPC,
-        IWV_ENOTCONN, IWV_EPANIC, IWV_EPERM, IWV_EPROTO, IWV_EPROTONOSUPPORT, IWV_EQUEUEFULL,
-        IWV_ESHUTDOWN, IWV_ETIMEDOUT, IWV_EXDEV,
+        IWV_EACCES, IWV_EADDRINUSE, IWV_EAGAIN, IWV_EBADF, IWV_EBUSY, IWV_EDAEMONGONE, IWV_EFAULT,
+        IWV_EINVAL, IWV_EIO, IWV_ENETUNREACH, IWV_ENOENT, IWV_ENOMEM, IWV_ENOSPC, IWV_ENOTCONN,
+        IWV_EPANIC, IWV_EPERM, IWV_EPROTO, IWV_EPROTONOSUPPORT, IWV_EQUEUEFULL, IWV_ESHUTDOWN,
+        IWV_ETIMEDOUT, IWV_EXDEV,
     };
 }

@@ -7,9 +7,7 @@ use iwarp_types::Access;
 use iwarp_verbs::MwKind;
 
 use crate::error::{guard, guard_new, guard_value, CResult, Failure};
-use crate::handles::{
-    iwv_arena, iwv_context, iwv_mr, iwv_mw, iwv_pd, lock, obj, take, MrKind,
-};
+use crate::handles::{iwv_arena, iwv_context, iwv_mr, iwv_mw, iwv_pd, lock, obj, take, MrKind};
 
 /// `IWV_ACCESS_ZERO_BASED`: not an access right, the addressing mode of `iwv_reg_mr`.
 pub(crate) const ACCESS_ZERO_BASED: u32 = 1 << 5;
@@ -21,7 +19,12 @@ const REREG_CHANGE_ACCESS: c_int = 1 << 2;
 
 /// Access rights from the C flags; unknown bits are `EINVAL`.
 pub(crate) fn access_arg(access: u32, allow_zero_based: bool) -> CResult<Access> {
-    let known = ACCESS_RIGHTS | if allow_zero_based { ACCESS_ZERO_BASED } else { 0 };
+    let known = ACCESS_RIGHTS
+        | if allow_zero_based {
+            ACCESS_ZERO_BASED
+        } else {
+            0
+        };
     if access & !known != 0 {
         return Err(Failure::invalid(format!(
             "unknown access flags {:#x}",
@@ -160,7 +163,9 @@ pub unsafe extern "C" fn iwv_rereg_mr(
         }
         let mut kind = lock(&m.mr);
         let MrKind::Region(region) = &mut *kind else {
-            return Err(Failure::invalid("a fast-register MR cannot be reregistered"));
+            return Err(Failure::invalid(
+                "a fast-register MR cannot be reregistered",
+            ));
         };
         let rights = if flags & REREG_CHANGE_ACCESS != 0 {
             access_arg(access, false)?
@@ -285,7 +290,9 @@ pub unsafe extern "C" fn iwv_dealloc_mw(mw: *mut iwv_mw) -> c_int {
     guard(|| {
         // SAFETY: a handle of `iwv_alloc_mw`, freed once (header contract).
         let w = unsafe { take(mw, "mw") }?;
-        w.mw.into_inner().unwrap_or_else(|e| e.into_inner()).dealloc()?;
+        w.mw.into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .dealloc()?;
         Ok(0)
     })
 }

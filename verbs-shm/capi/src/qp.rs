@@ -8,7 +8,9 @@ use iwarp_verbs::{Cq, Qp, QpCap, QpInitAttr, QpModifyReq, QpStateValue, Srq, Srq
 
 use crate::error::{guard, guard_new, guard_value, CResult, Failure, IWV_EQUEUEFULL};
 use crate::handles::{iwv_pd, iwv_qp, iwv_srq, lock, obj, obj_mut, take};
-use crate::types::{iwv_qp_attr, iwv_qp_cap, iwv_qp_init_attr, iwv_recv_wr, iwv_send_wr, iwv_srq_attr};
+use crate::types::{
+    iwv_qp_attr, iwv_qp_cap, iwv_qp_init_attr, iwv_recv_wr, iwv_send_wr, iwv_srq_attr,
+};
 use crate::wr::{recv_wr, send_wr};
 
 /// Send WRs converted and posted per doorbell.
@@ -123,7 +125,9 @@ pub unsafe extern "C" fn iwv_modify_qp(
         let (q, a) = unsafe { (obj(qp, "qp")?, obj(attr, "attr")?) };
         let known = QP_STATE | QP_ORD | QP_IRD | QP_MAX_SEND_WR | QP_MAX_RECV_WR | QP_RQ_LIMIT;
         if attr_mask & !known != 0 {
-            return Err(Failure::invalid(format!("QP attribute mask {attr_mask:#x}")));
+            return Err(Failure::invalid(format!(
+                "QP attribute mask {attr_mask:#x}"
+            )));
         }
         let pick = |bit: c_int, v: u32| (attr_mask & bit != 0).then_some(v);
         let modify = QpModifyReq {
@@ -170,7 +174,9 @@ pub unsafe extern "C" fn iwv_destroy_qp(qp: *mut iwv_qp) -> c_int {
     guard(|| {
         // SAFETY: a handle of `iwv_create_qp`/`iwv_cm_create_qp`, destroyed once.
         let q = unsafe { take(qp, "qp") }?;
-        q.qp.into_inner().unwrap_or_else(|e| e.into_inner()).destroy()?;
+        q.qp.into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .destroy()?;
         Ok(0)
     })
 }
@@ -351,7 +357,9 @@ pub unsafe extern "C" fn iwv_modify_srq(
         // SAFETY: live handle and readable struct, or NULL (header contract).
         let (s, a) = unsafe { (obj(srq, "srq")?, obj(attr, "attr")?) };
         if attr_mask & !(SRQ_MAX_WR | SRQ_LIMIT) != 0 {
-            return Err(Failure::invalid(format!("SRQ attribute mask {attr_mask:#x}")));
+            return Err(Failure::invalid(format!(
+                "SRQ attribute mask {attr_mask:#x}"
+            )));
         }
         let max_wr = (attr_mask & SRQ_MAX_WR != 0).then_some(a.max_wr);
         let limit = (attr_mask & SRQ_LIMIT != 0).then_some(a.srq_limit);
@@ -396,7 +404,12 @@ pub unsafe extern "C" fn iwv_destroy_srq(srq: *mut iwv_srq) -> c_int {
     guard(|| {
         // SAFETY: a handle of `iwv_create_srq`, destroyed once (header contract).
         let s = unsafe { take(srq, "srq") }?;
-        match s.srq.into_inner().unwrap_or_else(|e| e.into_inner()).destroy() {
+        match s
+            .srq
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .destroy()
+        {
             // Still used by a QP: destroyed in the daemon with the last of them.
             Ok(()) | Err(iwarp_verbs::Error::InvalidArgument(_)) => Ok(0),
             Err(e) => Err(e.into()),
@@ -429,7 +442,11 @@ mod tests {
         unsafe {
             assert!(iwv_create_qp(std::ptr::null_mut(), std::ptr::null()).is_null());
             assert_eq!(
-                iwv_post_send(std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut()),
+                iwv_post_send(
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut()
+                ),
                 -IWV_EFAULT
             );
             assert_eq!(iwv_destroy_srq(std::ptr::null_mut()), -IWV_EFAULT);

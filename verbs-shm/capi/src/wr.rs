@@ -194,7 +194,12 @@ mod tests {
         w.invalidate_stag = 0x200;
         // SAFETY: no SGE.
         let s = unsafe { send_wr(&w) }.unwrap();
-        assert_eq!(s.op, SendOp::SendInv { inv_stag: Stag(0x200) });
+        assert_eq!(
+            s.op,
+            SendOp::SendInv {
+                inv_stag: Stag(0x200)
+            }
+        );
 
         let mut w = blank(WR_RDMA_READ_WITH_INV);
         w.rdma.remote_addr = 0xabc;

@@ -36,7 +36,11 @@ fn run(cmd: &mut Command) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{cmd:?} failed ({}):\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\n{text}",
+        out.status
+    );
     text
 }
 
@@ -46,9 +50,20 @@ fn header_compiles_alone() {
     let src = dir.join("only_header.c");
     std::fs::write(&src, "#include \"iwarp_verbs.h\"\n").unwrap();
     let inc = crate_dir().join("include");
-    for (cc, std) in [("cc", "-std=c99"), ("cc", "-std=c11"), ("c++", "-std=c++11")] {
+    for (cc, std) in [
+        ("cc", "-std=c99"),
+        ("cc", "-std=c11"),
+        ("c++", "-std=c++11"),
+    ] {
         let mut cmd = Command::new(cc);
-        cmd.args([std, "-Wall", "-Wextra", "-Werror", "-pedantic", "-fsyntax-only"]);
+        cmd.args([
+            std,
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-fsyntax-only",
+        ]);
         if cc == "c++" {
             cmd.args(["-x", "c++"]);
         }
@@ -73,9 +88,20 @@ fn abi_table() -> Vec<(String, u64)> {
         )*};
     }
     size!(
-        iwv_device_attr, iwv_port_attr, iwv_async_event, iwv_wc, iwv_sge, iwv_send_wr,
-        iwv_recv_wr, iwv_qp_cap, iwv_qp_init_attr, iwv_qp_attr, iwv_srq_attr, iwv_addr,
-        iwv_conn_param, iwv_cm_event
+        iwv_device_attr,
+        iwv_port_attr,
+        iwv_async_event,
+        iwv_wc,
+        iwv_sge,
+        iwv_send_wr,
+        iwv_recv_wr,
+        iwv_qp_cap,
+        iwv_qp_init_attr,
+        iwv_qp_attr,
+        iwv_srq_attr,
+        iwv_addr,
+        iwv_conn_param,
+        iwv_cm_event
     );
     off!(iwv_device_attr: vendor, daemon, version, ports, cores, max_qp, max_qp_wr, max_sge,
         max_cq, max_cqe, max_mr, max_mr_size, max_pd, max_srq, max_srq_wr, max_ird, max_ord,
@@ -87,23 +113,62 @@ fn abi_table() -> Vec<(String, u64)> {
     off!(iwv_send_wr: wr_id, next, sg_list, num_sge, opcode, send_flags, invalidate_stag,
         rdma, fast_reg, bind);
     let inner = [
-        ("rdma.remote_addr", offset_of!(iwv_send_wr, rdma) + offset_of!(iwv_rdma, remote_addr)),
-        ("rdma.rkey", offset_of!(iwv_send_wr, rdma) + offset_of!(iwv_rdma, rkey)),
-        ("fast_reg.arena", offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, arena)),
-        ("fast_reg.offset", offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, offset)),
-        ("fast_reg.length", offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, length)),
-        ("fast_reg.stag", offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, stag)),
-        ("fast_reg.access", offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, access)),
+        (
+            "rdma.remote_addr",
+            offset_of!(iwv_send_wr, rdma) + offset_of!(iwv_rdma, remote_addr),
+        ),
+        (
+            "rdma.rkey",
+            offset_of!(iwv_send_wr, rdma) + offset_of!(iwv_rdma, rkey),
+        ),
+        (
+            "fast_reg.arena",
+            offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, arena),
+        ),
+        (
+            "fast_reg.offset",
+            offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, offset),
+        ),
+        (
+            "fast_reg.length",
+            offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, length),
+        ),
+        (
+            "fast_reg.stag",
+            offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, stag),
+        ),
+        (
+            "fast_reg.access",
+            offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, access),
+        ),
         (
             "fast_reg.zero_based",
             offset_of!(iwv_send_wr, fast_reg) + offset_of!(iwv_fast_reg, zero_based),
         ),
-        ("bind.mw_stag", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, mw_stag)),
-        ("bind.mr_lkey", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, mr_lkey)),
-        ("bind.addr", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, addr)),
-        ("bind.length", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, length)),
-        ("bind.access", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, access)),
-        ("bind.zero_based", offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, zero_based)),
+        (
+            "bind.mw_stag",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, mw_stag),
+        ),
+        (
+            "bind.mr_lkey",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, mr_lkey),
+        ),
+        (
+            "bind.addr",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, addr),
+        ),
+        (
+            "bind.length",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, length),
+        ),
+        (
+            "bind.access",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, access),
+        ),
+        (
+            "bind.zero_based",
+            offset_of!(iwv_send_wr, bind) + offset_of!(iwv_bind, zero_based),
+        ),
     ];
     for (f, o) in inner {
         t.push((format!("offsetof(struct iwv_send_wr, {f})"), o as u64));
@@ -147,7 +212,11 @@ fn abi_table() -> Vec<(String, u64)> {
         t.push((n.into(), v as u64));
     }
     // The Linux errno values the codes claim to be.
-    for (n, v) in [("EINVAL", IWV_EINVAL), ("EAGAIN", IWV_EAGAIN), ("ETIMEDOUT", IWV_ETIMEDOUT)] {
+    for (n, v) in [
+        ("EINVAL", IWV_EINVAL),
+        ("EAGAIN", IWV_EAGAIN),
+        ("ETIMEDOUT", IWV_ETIMEDOUT),
+    ] {
         t.push((n.into(), v as u64));
     }
     use iwarp_types::{WcOpcode, WcStatus};
@@ -157,7 +226,10 @@ fn abi_table() -> Vec<(String, u64)> {
         ("IWV_WC_INVALID_STAG", WcStatus::InvalidStag),
         ("IWV_WC_INVALID_VA", WcStatus::InvalidVa),
         ("IWV_WC_REMOTE_ACCESS_ERROR", WcStatus::RemoteAccessError),
-        ("IWV_WC_REMOTE_OPERATION_ERROR", WcStatus::RemoteOperationError),
+        (
+            "IWV_WC_REMOTE_OPERATION_ERROR",
+            WcStatus::RemoteOperationError,
+        ),
     ] {
         t.push((n.into(), s as u64));
     }
@@ -171,12 +243,26 @@ fn abi_table() -> Vec<(String, u64)> {
     ] {
         t.push((n.into(), o as u64));
     }
-    let a = iwarp_types::Access::LOCAL_WRITE.union(iwarp_types::Access::MW_BIND).0;
-    t.push(("IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_MW_BIND".into(), a as u64));
-    t.push(("IWV_SEND_SIGNALED".into(), iwarp_types::SendFlags::SIGNALED.0 as u64));
-    t.push(("IWV_SEND_LOCAL_FENCE".into(), iwarp_types::SendFlags::LOCAL_FENCE.0 as u64));
+    let a = iwarp_types::Access::LOCAL_WRITE
+        .union(iwarp_types::Access::MW_BIND)
+        .0;
+    t.push((
+        "IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_MW_BIND".into(),
+        a as u64,
+    ));
+    t.push((
+        "IWV_SEND_SIGNALED".into(),
+        iwarp_types::SendFlags::SIGNALED.0 as u64,
+    ));
+    t.push((
+        "IWV_SEND_LOCAL_FENCE".into(),
+        iwarp_types::SendFlags::LOCAL_FENCE.0 as u64,
+    ));
     t.push(("IWV_MAX_SGE".into(), iwarp_types::MAX_SGE as u64));
-    t.push(("IWV_MAX_PRIVATE_DATA".into(), iwarp_verbs::proto::MAX_PRIVATE_DATA as u64));
+    t.push((
+        "IWV_MAX_PRIVATE_DATA".into(),
+        iwarp_verbs::proto::MAX_PRIVATE_DATA as u64,
+    ));
     t
 }
 
@@ -188,7 +274,9 @@ fn abi_matches_the_library() {
         "#include <errno.h>\n#include <stdio.h>\n#include \"iwarp_verbs.h\"\nint main(void) {\n",
     );
     for (expr, _) in &table {
-        src.push_str(&format!("    printf(\"%llu\\n\", (unsigned long long)({expr}));\n"));
+        src.push_str(&format!(
+            "    printf(\"%llu\\n\", (unsigned long long)({expr}));\n"
+        ));
     }
     src.push_str("    return 0;\n}\n");
     let c = dir.join("abi.c");
@@ -253,7 +341,10 @@ fn pingpong_builds_against_the_library() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("iwv_open"), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("iwv_open"),
+        "{out:?}"
+    );
 }
 
 /// Waits at most `within` for `child` to exit; its output, or a panic with it.
@@ -275,7 +366,11 @@ fn finish(child: Child, within: Duration, what: &str) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(out.status.success(), "{what} failed ({}):\n{text}", out.status);
+    assert!(
+        out.status.success(),
+        "{what} failed ({}):\n{text}",
+        out.status
+    );
     text
 }
 
