@@ -1,84 +1,17 @@
-//! Every C entry point against a fake iwarpd (tests/fake): what the C caller asks is what
-//! the daemon receives (requests, ring slots), and what the daemon answers is what the C
-//! caller gets (structs, completions, events, error codes).
+//! The device, memory and SRQ entry points against a fake iwarpd (tests/fake): what the C
+//! caller asks is what the daemon receives, what the daemon answers is what C gets.
 
 mod fake;
 
-use std::ffi::{c_void, CStr, CString};
-use std::ptr::{null, null_mut};
+use std::ffi::c_void;
+use std::ptr::null_mut;
 
+use fake::util::*;
 use fake::FakeDaemon;
-use iwarp_types::{Access, Cqe, QpId, SendOp, Stag, WcOpcode, WcStatus};
 use iwarp_verbs_capi::codes::*;
 use iwarp_verbs_capi::types::*;
 use iwarp_verbs_capi::*;
-use iwarp_verbs_proto::{
-    Addr, AsyncEventMsg, AsyncKind, CmEvent, CmIdHandle, ConnParam, ConnectError, Event,
-    EventResourceRef, QpHandle, QpModifyReq, QpStateValue, Request,
-};
-
-fn open(fake: &FakeDaemon) -> *mut iwv_context {
-    let path = CString::new(fake.socket.to_str().unwrap()).unwrap();
-    // SAFETY: a valid C string.
-    let ctx = unsafe { iwv_open_path(path.as_ptr()) };
-    assert!(!ctx.is_null(), "open: {}", last_message());
-    ctx
-}
-
-fn last_message() -> String {
-    // SAFETY: the library's per-thread message, NUL-terminated.
-    unsafe { CStr::from_ptr(iwv_last_error_message()) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-fn cstr(b: &[u8]) -> &str {
-    CStr::from_bytes_until_nul(b).unwrap().to_str().unwrap()
-}
-
-fn blank_send(wr_id: u64, opcode: u32) -> iwv_send_wr {
-    iwv_send_wr {
-        wr_id,
-        next: null_mut(),
-        sg_list: null_mut(),
-        num_sge: 0,
-        opcode,
-        send_flags: 0,
-        invalidate_stag: 0,
-        rdma: iwv_rdma::default(),
-        fast_reg: iwv_fast_reg {
-            arena: null_mut(),
-            offset: 0,
-            length: 0,
-            stag: 0,
-            access: 0,
-            zero_based: 0,
-            reserved: 0,
-        },
-        bind: iwv_bind::default(),
-    }
-}
-
-fn qp_init(cq: *mut iwv_cq, depth: u32) -> iwv_qp_init_attr {
-    iwv_qp_init_attr {
-        send_cq: cq,
-        recv_cq: cq,
-        srq: null_mut(),
-        cap: iwv_qp_cap {
-            max_send_wr: depth,
-            max_recv_wr: depth,
-            max_send_sge: 2,
-            max_recv_sge: 2,
-        },
-        sq_sig_all: 0,
-        ord: 0,
-        ird: 0,
-        remote_read: 1,
-        remote_write: 0,
-        bind_enabled: 0,
-        qp_context: 0x5eed as *mut c_void,
-    }
-}
+use iwarp_verbs_proto::{QpHandle, Request, SrqHandle};
 
 #[test]
 fn device_and_memory_verbs() {
@@ -187,431 +120,138 @@ fn device_and_memory_verbs() {
 }
 
 #[test]
-fn work_requests_completions_and_notifications() {
-    let fake = FakeDaemon::start("data");
+fn user_memory_is_registered_in_place() {
+    let fake = FakeDaemon::start("user");
     let ctx = open(&fake);
-    // SAFETY: every pointer below is a live handle of this test or a local.
+    let mut buf: Vec<u8> = (0..3 * 4096).map(|i| (i % 251) as u8).collect();
+    let ptr = buf.as_mut_ptr();
+    // SAFETY: live handles; `buf` is memory of this process that outlives the MR and no
+    // other thread touches.
     unsafe {
         let pd = iwv_alloc_pd(ctx);
-        let arena = iwv_alloc_arena(ctx, 8192, 0);
-        let ch = iwv_create_comp_channel(ctx);
-        let cq_ctx = 0xc0ffee as *mut c_void;
-        let cq = iwv_create_cq(ctx, 16, cq_ctx, ch);
-        assert!(!cq.is_null(), "{}", last_message());
-        assert_eq!(iwv_cq_depth(cq), 16);
-        let qp = iwv_create_qp(pd, &qp_init(cq, 4));
-        assert!(!qp.is_null(), "{}", last_message());
-        assert_eq!(iwv_qp_context(qp), 0x5eed as *mut c_void);
-        let n = iwv_qp_num(qp);
-
-        // A list of three WRs: SEND with SE and two SGEs, RDMA WRITE, FAST_REG.
-        let mut sges = [
-            iwv_sge {
-                addr: 0x1000,
-                length: 10,
-                lkey: 0x100,
-            },
-            iwv_sge {
-                addr: 0x2000,
-                length: 20,
-                lkey: 0x200,
-            },
-        ];
-        let mut w = [blank_send(1, 0), blank_send(2, 2), blank_send(3, 6)];
-        w[0].sg_list = sges.as_mut_ptr();
-        w[0].num_sge = 2;
-        w[0].send_flags = 1 | 8;
-        w[1].sg_list = sges.as_mut_ptr();
-        w[1].num_sge = 1;
-        w[1].rdma = iwv_rdma {
-            remote_addr: 0xabc0,
-            rkey: 0x77,
-            reserved: 0,
-        };
-        w[2].fast_reg = iwv_fast_reg {
-            arena,
-            offset: 4096,
-            length: 100,
-            stag: 0x3005,
-            access: 0x8,
-            zero_based: 0,
-            reserved: 0,
-        };
-        let p = w.as_mut_ptr();
-        (*p).next = p.add(1);
-        (*p.add(1)).next = p.add(2);
-        let mut bad = null_mut();
-        assert_eq!(iwv_post_send(qp, p, &mut bad), 0, "{}", last_message());
-        let s0 = fake.pop_sq(n).unwrap();
-        assert_eq!(
-            (s0.wr_id, s0.op, s0.flags.0, s0.sgl.len()),
-            (1, SendOp::SendSe, 1, 2)
-        );
-        assert_eq!(s0.sgl.as_slice()[1].addr, 0x2000);
-        assert_eq!(s0.sgl.as_slice()[1].lkey, Stag(0x200));
-        let s1 = fake.pop_sq(n).unwrap();
-        assert_eq!(
-            s1.op,
-            SendOp::Write {
-                remote_to: 0xabc0,
-                rkey: Stag(0x77)
-            }
-        );
-        let s2 = fake.pop_sq(n).unwrap();
-        let SendOp::FastReg {
-            stag,
-            region,
-            region_offset,
-            len,
-            va,
-            access,
-            zero_based,
-        } = s2.op
-        else {
-            panic!("{s2:?}")
-        };
-        assert_eq!(
-            (stag, region.0, region_offset, len),
-            (Stag(0x3005), iwv_arena_handle(arena), 4096, 100)
-        );
-        assert_eq!(
-            (va, access, zero_based),
-            (
-                iwv_arena_addr(arena) as u64 + 4096,
-                Access::REMOTE_WRITE,
-                false
-            )
-        );
-        assert!(fake.pop_sq(n).is_none());
-
-        // Six WRs into a queue of four: four posted, *bad_wr is the fifth.
-        let mut six: Vec<_> = (10..16).map(|i| blank_send(i, 0)).collect();
-        let p = six.as_mut_ptr();
-        for i in 0..5 {
-            (*p.add(i)).next = p.add(i + 1);
-        }
-        assert_eq!(iwv_post_send(qp, p, &mut bad), -IWV_EQUEUEFULL);
-        assert_eq!(bad, p.add(4));
-        let ids: Vec<_> = std::iter::from_fn(|| fake.pop_sq(n))
-            .map(|w| w.wr_id)
-            .collect();
-        assert_eq!(ids, [10, 11, 12, 13]);
-        // A bad WR in the middle: the ones before it are posted.
-        let mut two = [blank_send(20, 0), blank_send(21, 99)];
-        let p = two.as_mut_ptr();
-        (*p).next = p.add(1);
-        assert_eq!(iwv_post_send(qp, p, &mut bad), -IWV_EINVAL);
-        assert_eq!(bad, p.add(1));
-        assert_eq!(fake.pop_sq(n).unwrap().wr_id, 20);
-
-        let mut rwr = [
-            iwv_recv_wr {
-                wr_id: 30,
-                next: null_mut(),
-                sg_list: sges.as_mut_ptr(),
-                num_sge: 2,
-                reserved: 0,
-            },
-            iwv_recv_wr {
-                wr_id: 31,
-                next: null_mut(),
-                sg_list: null_mut(),
-                num_sge: 0,
-                reserved: 0,
-            },
-        ];
-        let rp = rwr.as_mut_ptr();
-        (*rp).next = rp.add(1);
-        let mut rbad = null_mut();
-        assert_eq!(iwv_post_recv(qp, rp, &mut rbad), 0);
-        let r0 = fake.pop_rq(n).unwrap();
-        assert_eq!((r0.wr_id, r0.sgl.len(), r0.sgl.total_len()), (30, 2, 30));
-        assert_eq!(fake.pop_rq(n).unwrap().wr_id, 31);
-
-        // Completions, converted.
-        let h = iwv_cq_handle(cq);
-        for i in 0..3u64 {
-            fake.push_cqe(
-                h,
-                &Cqe {
-                    wr_id: 100 + i,
-                    status: if i == 2 {
-                        WcStatus::Flushed
-                    } else {
-                        WcStatus::Success
-                    },
-                    opcode: WcOpcode::Recv,
-                    byte_len: 7 * i as u32,
-                    qp: QpId(n),
-                    invalidated: (i == 1).then_some(Stag(0x4242)),
-                    solicited: i == 1,
-                },
-            );
-        }
-        let mut wc = [iwv_wc::default(); 4];
-        assert_eq!(iwv_poll_cq(cq, 2, wc.as_mut_ptr()), 2);
-        assert_eq!(iwv_poll_cq(cq, 4, wc.as_mut_ptr().add(2)), 1);
-        assert_eq!(iwv_poll_cq(cq, 4, wc.as_mut_ptr()), 0);
-        assert_eq!(
-            (wc[1].wr_id, wc[1].opcode, wc[1].byte_len, wc[1].qp_num),
-            (101, 10, 7, n)
-        );
-        assert_eq!((wc[1].wc_flags, wc[1].invalidated_stag), (3, 0x4242));
-        assert_eq!((wc[2].wr_id, wc[2].status), (102, 1));
-        assert_eq!(
-            CStr::from_ptr(iwv_wc_status_str(wc[2].status)),
-            c"IWV_WC_FLUSHED"
-        );
-        assert_eq!(iwv_poll_cq(cq, -1, wc.as_mut_ptr()), -IWV_EINVAL);
-
-        // Notification: armed, fired, delivered with the CQ and its context.
-        let (mut got, mut got_ctx) = (null_mut(), null_mut());
-        assert_eq!(iwv_get_cq_event(ch, &mut got, &mut got_ctx, 0), -IWV_EAGAIN);
-        assert!(!fake.fire(h), "fired without being armed");
-        assert_eq!(iwv_req_notify_cq(cq, 0), 0);
-        assert!(fake.fire(h));
-        assert_eq!(iwv_get_cq_event(ch, &mut got, &mut got_ctx, 1000), 0);
-        assert_eq!((got, got_ctx), (cq, cq_ctx));
-        iwv_ack_cq_events(cq, 1);
-        assert_eq!(
-            iwv_get_cq_event(ch, &mut got, &mut got_ctx, 20),
-            -IWV_ETIMEDOUT
-        );
-        assert_eq!(iwv_destroy_comp_channel(ch), -IWV_EBUSY);
-
-        // Modify and query.
-        let attr = iwv_qp_attr {
-            qp_state: 4,
-            ord: 3,
-            ..Default::default()
-        };
-        assert_eq!(iwv_modify_qp(qp, &attr, 1 | 2), 0);
-        let Some(Request::ModifyQp { qp: q, modify }) = fake.requests().last().cloned() else {
+        let mr = iwv_reg_user_mr(pd, ptr.add(100) as *mut c_void, 5000, 0x2);
+        assert!(!mr.is_null(), "{}", last_message());
+        assert_eq!(iwv_mr_addr(mr), ptr as u64 + 100);
+        assert_eq!(iwv_mr_length(mr), 5000);
+        // Same address, same contents, and now shared with the daemon.
+        assert!(buf.iter().enumerate().all(|(i, b)| *b == (i % 251) as u8));
+        let Some(Request::RegMr(reg)) = fake.requests().last().cloned() else {
             panic!()
         };
-        assert_eq!(q, QpHandle(n));
-        assert_eq!(
-            modify,
-            QpModifyReq {
-                state: Some(QpStateValue::Error),
-                ord: Some(3),
-                ..Default::default()
-            }
-        );
-        assert_eq!(iwv_modify_qp(qp, &attr, 1 << 9), -IWV_EINVAL);
-        let mut qa = iwv_qp_attr::default();
-        assert_eq!(iwv_query_qp(qp, &mut qa), 0);
-        assert_eq!(
-            (qa.qp_state, qa.ord, qa.ird, qa.connected, qa.qp_num),
-            (1, 4, 5, 1, n)
-        );
-        assert_eq!((qa.terminate_sent, qa.terminate_received), (-1, 0x0102));
-
-        assert_eq!(iwv_destroy_qp(qp), 0);
-        assert_eq!(iwv_destroy_cq(cq), 0);
-        assert_eq!(iwv_destroy_comp_channel(ch), 0);
-        assert_eq!(iwv_free_arena(arena), 0);
+        assert_eq!(reg.va, ptr as u64 + 100);
+        let page_off = ptr as usize % 4096;
+        *ptr.add(200) = 0xee;
+        let seen = fake.arena_bytes(reg.arena.0, page_off + 200, 1);
+        assert_eq!(seen, [0xee]);
+        assert!(iwv_reg_user_mr(pd, null_mut(), 10, 0x2).is_null());
+        assert_eq!(iwv_last_error(), -IWV_EFAULT);
+        assert!(iwv_reg_user_mr(pd, ptr as *mut c_void, 10, 0x20).is_null());
+        assert_eq!(iwv_last_error(), -IWV_EINVAL);
+        assert_eq!(iwv_dereg_mr(mr), 0);
         assert_eq!(iwv_dealloc_pd(pd), 0);
         assert_eq!(iwv_close(ctx), 0);
     }
+    drop(buf);
 }
 
 #[test]
-fn connection_manager_events() {
-    let fake = FakeDaemon::start("cm");
+fn shared_receive_queues() {
+    let fake = FakeDaemon::start("srq");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {
         let pd = iwv_alloc_pd(ctx);
         let cq = iwv_create_cq(ctx, 8, null_mut(), null_mut());
-        let ch = iwv_create_event_channel(ctx);
-        let listen_ctx = 0x1157 as *mut c_void;
-        let listener = iwv_create_id(ch, listen_ctx);
-        assert!(!listener.is_null(), "{}", last_message());
-        assert_eq!(iwv_cm_id_context(listener), listen_ctx);
-        let mut addr = iwv_addr::default();
-        assert_eq!(iwv_addr_init(&mut addr, null(), 1), 0);
-        assert_eq!(iwv_listen(listener, &addr, 8), -IWV_EADDRINUSE);
-        assert_eq!(iwv_addr_init(&mut addr, c"198.18.0.1".as_ptr(), 4791), 0);
-        assert_eq!(iwv_listen(listener, &addr, 8), 0);
-        let Some(Request::Listen {
-            id: lid,
-            addr: a,
-            backlog,
+        let attr = iwv_srq_attr {
+            max_wr: 8,
+            max_sge: 2,
+            srq_limit: 1,
+            armed: 0,
+        };
+        let srq = iwv_create_srq(pd, &attr);
+        assert!(!srq.is_null(), "{}", last_message());
+        let h = iwv_srq_handle(srq);
+        let mut sge = iwv_sge {
+            addr: 0x10,
+            length: 64,
+            lkey: 0x500,
+        };
+        let mut wrs: Vec<_> = (0..3)
+            .map(|i| iwv_recv_wr {
+                wr_id: 40 + i,
+                next: null_mut(),
+                sg_list: &mut sge,
+                num_sge: 1,
+                reserved: 0,
+            })
+            .collect();
+        let p = wrs.as_mut_ptr();
+        (*p).next = p.add(1);
+        (*p.add(1)).next = p.add(2);
+        let mut bad = null_mut();
+        assert_eq!(iwv_post_srq_recv(srq, p, &mut bad), 0);
+        let got: Vec<_> = std::iter::from_fn(|| fake.pop_srq(h)).collect();
+        assert_eq!(
+            got.iter().map(|w| w.wr_id).collect::<Vec<_>>(),
+            [40, 41, 42]
+        );
+        assert_eq!(got[0].sgl.as_slice()[0].lkey.0, 0x500);
+        // Too many SGEs: refused, *bad_wr is the WR.
+        (*p).num_sge = 7;
+        (*p).next = null_mut();
+        assert_eq!(iwv_post_srq_recv(srq, p, &mut bad), -IWV_EINVAL);
+        assert_eq!(bad, p);
+
+        let m = iwv_srq_attr {
+            srq_limit: 3,
+            ..Default::default()
+        };
+        assert_eq!(iwv_modify_srq(srq, &m, 2), 0);
+        let Some(Request::ModifySrq {
+            srq: s,
+            max_wr,
+            limit,
         }) = fake.requests().last().cloned()
         else {
             panic!()
         };
+        assert_eq!((s, max_wr, limit), (SrqHandle(h), None, Some(3)));
+        assert_eq!(iwv_modify_srq(srq, &m, 4), -IWV_EINVAL);
+        let mut q = iwv_srq_attr::default();
+        assert_eq!(iwv_query_srq(srq, &mut q), 0);
         assert_eq!(
-            (a, backlog),
-            (
-                Addr {
-                    ip: [198, 18, 0, 1],
-                    port: 4791
-                },
-                8
-            )
+            q,
+            iwv_srq_attr {
+                max_wr: 16,
+                max_sge: 2,
+                srq_limit: 3,
+                armed: 1
+            }
         );
 
-        let mut ev = null_mut();
-        assert_eq!(iwv_get_cm_event(ch, &mut ev, 0), -IWV_EAGAIN);
-        fake.send_event(Event::Cm {
-            id: lid,
-            event: CmEvent::ConnectRequest {
-                id: CmIdHandle(900),
-                remote: Addr {
-                    ip: [198, 18, 0, 2],
-                    port: 40000,
-                },
-                local: Addr {
-                    ip: [198, 18, 0, 1],
-                    port: 4791,
-                },
-                private_data: b"hello".to_vec(),
-                ird: 3,
-                ord: 2,
-            },
-        });
-        assert_eq!(iwv_get_cm_event(ch, &mut ev, 2000), 0, "{}", last_message());
-        let e = &*ev;
-        assert_eq!((e.event, e.listen_id, e.ird, e.ord), (0, listener, 3, 2));
-        assert_eq!((e.remote.ip, e.remote.port), ([198, 18, 0, 2], 40000));
-        let data =
-            std::slice::from_raw_parts(e.private_data as *const u8, e.private_data_len as usize);
-        assert_eq!(data, b"hello");
-        let req = e.id;
-        assert!(!req.is_null() && req != listener);
-        assert_eq!(
-            iwv_cm_id_context(req),
-            listen_ctx,
-            "a request inherits the listener's context"
-        );
-        assert_eq!(iwv_ack_cm_event(ev), 0);
-
-        let qp = iwv_cm_create_qp(req, pd, &qp_init(cq, 8));
+        let mut init = qp_init(cq, 8);
+        init.srq = srq;
+        let qp = iwv_create_qp(pd, &init);
         assert!(!qp.is_null(), "{}", last_message());
         let Some(Request::CreateQp(c)) = fake.requests().last().cloned() else {
             panic!()
         };
-        assert_eq!(c.for_cm_id, Some(CmIdHandle(900)));
+        assert_eq!(c.srq, Some(SrqHandle(h)));
         assert_eq!(
-            (c.remote_read, c.remote_write, c.ord, c.ird),
-            (true, false, 8, 8)
+            iwv_post_recv(qp, p, &mut bad),
+            -IWV_EINVAL,
+            "no RQ: post to the SRQ"
         );
-        let reply = *b"welcome";
-        let param = iwv_conn_param {
-            private_data: reply.as_ptr() as *const c_void,
-            private_data_len: 7,
-            responder_resources: 2,
-            initiator_depth: 1,
-            reserved: 0,
-        };
-        assert_eq!(iwv_accept(req, qp, &param), 0);
-        let Some(Request::Accept {
-            id,
-            qp: q,
-            param: p,
-        }) = fake.requests().last().cloned()
-        else {
-            panic!()
-        };
-        assert_eq!((id, q), (CmIdHandle(900), QpHandle(iwv_qp_num(qp))));
-        assert_eq!(
-            p,
-            ConnParam {
-                private_data: b"welcome".to_vec(),
-                responder_resources: 2,
-                initiator_depth: 1
-            }
-        );
-
-        fake.send_event(Event::Cm {
-            id: CmIdHandle(900),
-            event: CmEvent::Established {
-                private_data: vec![],
-                qp: QpHandle(iwv_qp_num(qp)),
-            },
-        });
-        fake.send_event(Event::Cm {
-            id: CmIdHandle(900),
-            event: CmEvent::ConnectError(ConnectError::Mpa(9)),
-        });
-        assert_eq!(iwv_get_cm_event(ch, &mut ev, 2000), 0);
-        assert_eq!(
-            ((*ev).event, (*ev).id, (*ev).qp_num),
-            (1, req, iwv_qp_num(qp))
-        );
-        assert!((*ev).private_data.is_null());
-        assert_eq!(iwv_ack_cm_event(ev), 0);
-        assert_eq!(iwv_get_cm_event(ch, &mut ev, -1), 0);
-        assert_eq!(((*ev).event, (*ev).status, (*ev).mpa_code), (3, 5, 9));
-        assert_eq!(iwv_ack_cm_event(ev), 0);
-        assert_eq!(iwv_get_cm_event(ch, &mut ev, 30), -IWV_ETIMEDOUT);
-
-        assert_eq!(iwv_reject(req, b"no".as_ptr() as *const c_void, 2), 0);
-        assert_eq!(iwv_reject(req, null(), 2), -IWV_EFAULT);
-        assert_eq!(iwv_disconnect(req), 0);
-        assert_eq!(iwv_destroy_event_channel(ch), -IWV_EBUSY);
+        // The SRQ handle goes; the daemon's SRQ goes with the QP using it.
+        assert_eq!(iwv_destroy_srq(srq), 0);
+        let destroyed = |f: &FakeDaemon| f.requests().contains(&Request::DestroySrq(SrqHandle(h)));
+        assert!(!destroyed(&fake));
+        let n = iwv_qp_num(qp);
         assert_eq!(iwv_destroy_qp(qp), 0);
-        assert_eq!(iwv_destroy_id(req), 0);
-        assert_eq!(iwv_destroy_id(listener), 0);
-        let destroyed: Vec<_> = fake
-            .requests()
-            .into_iter()
-            .filter_map(|r| match r {
-                Request::DestroyCmId(h) => Some(h),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(destroyed, [CmIdHandle(900), lid]);
-        assert_eq!(iwv_destroy_event_channel(ch), 0);
+        assert!(destroyed(&fake));
+        assert!(fake.requests().contains(&Request::DestroyQp(QpHandle(n))));
         assert_eq!(iwv_destroy_cq(cq), 0);
         assert_eq!(iwv_dealloc_pd(pd), 0);
-        assert_eq!(iwv_close(ctx), 0);
-    }
-}
-
-#[test]
-fn async_events_and_a_daemon_that_dies() {
-    let fake = FakeDaemon::start("gone");
-    let ctx = open(&fake);
-    // SAFETY: every pointer below is a live handle of this test or a local.
-    unsafe {
-        let cq = iwv_create_cq(ctx, 8, null_mut(), null_mut());
-        let mut ev = iwv_async_event::default();
-        assert_eq!(iwv_get_async_event(ctx, &mut ev, 0), -IWV_EAGAIN);
-        fake.send_event(Event::Async(AsyncEventMsg {
-            resource: EventResourceRef::Qp(QpHandle(5)),
-            kind: AsyncKind::TerminateReceived(0x0203),
-        }));
-        assert_eq!(iwv_get_async_event(ctx, &mut ev, 2000), 0);
-        assert_eq!(
-            ev,
-            iwv_async_event {
-                event_type: 1,
-                resource_type: 0,
-                handle: 5,
-                code: 0x0203
-            }
-        );
-        assert!(iwv_async_fd(ctx) >= 0);
-
-        fake.kill();
-        // Never a hang: every wait and call answers DAEMONGONE.
-        assert_eq!(iwv_get_async_event(ctx, &mut ev, -1), -IWV_EDAEMONGONE);
-        let mut wc = [iwv_wc::default(); 1];
-        assert_eq!(iwv_poll_cq(cq, 1, wc.as_mut_ptr()), -IWV_EDAEMONGONE);
-        assert!(iwv_alloc_pd(ctx).is_null());
-        assert_eq!(iwv_last_error(), -IWV_EDAEMONGONE);
-        assert_eq!(
-            std::io::Error::last_os_error().raw_os_error(),
-            Some(IWV_EDAEMONGONE)
-        );
-        assert!(CStr::from_ptr(iwv_strerror(-IWV_EDAEMONGONE))
-            .to_str()
-            .unwrap()
-            .contains("gone"));
-        assert_eq!(iwv_destroy_cq(cq), 0);
         assert_eq!(iwv_close(ctx), 0);
     }
 }

@@ -2,6 +2,10 @@
 //! ring area (one core), records every request, and lets the test play the dataplane core
 //! (read SQ/RQ slots, push completions, fire notifications, send events).
 
+#![allow(dead_code)]
+
+pub mod util;
+
 use std::collections::HashMap;
 use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
@@ -26,6 +30,7 @@ struct State {
     next: u32,
     cqs: HashMap<u32, (u32, Producer)>,
     qps: HashMap<u32, Qp>,
+    srqs: HashMap<u32, Consumer>,
     arenas: HashMap<u32, SharedMapping>,
     channels: Vec<OwnedFd>,
     requests: Vec<Request>,
@@ -91,6 +96,7 @@ impl FakeDaemon {
             next: 1,
             cqs: HashMap::new(),
             qps: HashMap::new(),
+            srqs: HashMap::new(),
             arenas: HashMap::new(),
             channels: Vec::new(),
             requests: Vec::new(),
@@ -145,6 +151,13 @@ impl FakeDaemon {
         q.rq.pop(&mut b)
             .unwrap()
             .then(|| decode_recv_wr(&b).unwrap())
+    }
+
+    pub fn pop_srq(&self, srq: u32) -> Option<RecvWr> {
+        let mut s = self.lock();
+        let mut b = [0u8; RECV_SLOT_SIZE];
+        let q = s.srqs.get_mut(&srq).unwrap();
+        q.pop(&mut b).unwrap().then(|| decode_recv_wr(&b).unwrap())
     }
 
     pub fn push_cqe(&self, cq: u32, c: &Cqe) {
@@ -228,7 +241,7 @@ fn answer(
                 qp: QpHandle(h),
                 core: 0,
                 sq,
-                rq: Some(rq),
+                rq: q.srq.is_none().then_some(rq),
                 cap: q.cap,
             })
         }
@@ -259,6 +272,35 @@ fn answer(
                 hugepages: false,
             }
         }
+        Request::ImportArena { len } => {
+            let fd = fds.into_iter().next().unwrap();
+            let m = SharedMapping::from_fd(fd, *len as usize).unwrap();
+            s.arenas.insert(h, m);
+            Response::Arena {
+                arena: ArenaHandle(h),
+                len: *len,
+                hugepages: false,
+            }
+        }
+        Request::CreateSrq(c) => {
+            let layout = RingLayout::shared_recv_queue(c.max_wr.next_power_of_two()).unwrap();
+            let (ring_ref, region) = ring(s, layout, 2 * h);
+            s.srqs.insert(h, Consumer::init(region, layout).unwrap());
+            Response::Srq(SrqCreated {
+                srq: SrqHandle(h),
+                core: 0,
+                doorbell_bit: 2 * h,
+                ring: ring_ref,
+                max_wr: ring_ref.entries,
+                max_sge: c.max_sge,
+            })
+        }
+        Request::QuerySrq(_) | Request::ModifySrq { .. } => Response::SrqInfo(SrqInfo {
+            max_wr: 16,
+            max_sge: 2,
+            limit: 3,
+            armed: true,
+        }),
         Request::RegMr(_) | Request::AllocMr { .. } | Request::AllocMw { .. } => {
             Response::Stag(StagValue(h << 8))
         }
