@@ -437,9 +437,10 @@ fn pingpong_between_two_daemons() {
     let _lock = iwarp_apps_tests::SystemLock::acquire();
     let pair = iwarp_apps_tests::DaemonPair::start("capi");
     let runs: [(&str, &[&str]); 3] = [
-        ("pingpong", &["-n", "2000", "-s", "64"]),
-        ("pingpong", &["-n", "200", "-s", "65536", "-e"]),
-        ("pingpong-static", &["-n", "500", "-s", "1"]),
+        // Busy polling with two daemons polling on a 2-CPU machine: few iterations.
+        ("pingpong", &["-n", "300", "-s", "64"]),
+        ("pingpong", &["-n", "1000", "-s", "64", "-e"]),
+        ("pingpong-static", &["-n", "100", "-s", "65536", "-e"]),
     ];
     for (i, (exe, args)) in runs.iter().enumerate() {
         let out = pingpong_once(&pair, &dir.join(exe), 18515 + i as u16, args);
