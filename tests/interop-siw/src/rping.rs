@@ -94,7 +94,9 @@ pub fn fill_ping(buf: &mut [u8], n: u64) {
 
 /// `strlen(buf) + 1`, bounded by the buffer (what rping's server WRITEs back).
 pub fn c_len_with_nul(buf: &[u8]) -> usize {
-    buf.iter().position(|&b| b == 0).map_or(buf.len(), |p| p + 1)
+    buf.iter()
+        .position(|&b| b == 0)
+        .map_or(buf.len(), |p| p + 1)
 }
 
 /// The printable part of a buffer (up to the first NUL), for `ping data: ...`.

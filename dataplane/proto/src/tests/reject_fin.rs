@@ -78,7 +78,11 @@ fn reject_fin_waits_for_the_ack_of_the_reject() {
             if *conn == a_conn && private_data.as_slice() == b"not here"),
         "{ea:?}"
     );
-    assert_eq!(p.b.eng.counters().llp_close_timeouts, 0, "the close timed out");
+    assert_eq!(
+        p.b.eng.counters().llp_close_timeouts,
+        0,
+        "the close timed out"
+    );
 }
 
 #[test]

@@ -187,8 +187,7 @@ fn conn_param(pd: &[u8]) -> ConnParam {
 
 fn post_recv(e: &mut End) -> Result<(), String> {
     let sgl = e.bufs.sgl(e.bufs.recv(), INFO_LEN)?;
-    e.qp
-        .post_recv(&RecvWr { wr_id: 1, sgl })
+    e.qp.post_recv(&RecvWr { wr_id: 1, sgl })
         .map_err(|x| err("post_recv", x))
 }
 
@@ -248,7 +247,9 @@ fn run_client(o: &Opts) -> Result<(), String> {
     let pd = ctx.alloc_pd().map_err(|e| err("alloc_pd", e))?;
     let bufs = make_bufs(&ctx, &pd, o.size)?;
     let cq = ctx.create_cq(16, None).map_err(|e| err("create_cq", e))?;
-    let qp = pd.create_qp(&qp_attr(&cq)).map_err(|e| err("create_qp", e))?;
+    let qp = pd
+        .create_qp(&qp_attr(&cq))
+        .map_err(|e| err("create_qp", e))?;
     let cm = ctx
         .create_cm_event_channel()
         .map_err(|e| err("CM channel", e))?;
@@ -286,9 +287,7 @@ fn run_client(o: &Opts) -> Result<(), String> {
         post(&mut e, 3, SendOp::Send, s, INFO_LEN)?;
         wait_cqe(&mut e, &cm, WcOpcode::Recv, o.timeout)?;
         post_recv(&mut e)?;
-        if o.validate
-            && e.bufs.slice(Bufs::START, size) != e.bufs.slice(e.bufs.rdma(), size)
-        {
+        if o.validate && e.bufs.slice(Bufs::START, size) != e.bufs.slice(e.bufs.rdma(), size) {
             return Err(format!("data mismatch in ping {ping}"));
         }
         if o.verbose {
@@ -382,8 +381,8 @@ fn run_server(o: &Opts) -> Result<(), String> {
         post(&mut e, 5, SendOp::Send, s, INFO_LEN)?;
         // The client's sink: WRITE what was read (strlen + 1 bytes).
         wait_cqe(&mut e, &cm, WcOpcode::Recv, o.timeout)?;
-        let info = RdmaInfo::decode(e.bufs.slice(e.bufs.recv(), INFO_LEN))
-            .map_err(|x| x.to_string())?;
+        let info =
+            RdmaInfo::decode(e.bufs.slice(e.bufs.recv(), INFO_LEN)).map_err(|x| x.to_string())?;
         post_recv(&mut e)?;
         let wlen = c_len_with_nul(e.bufs.slice(r, len)).min(info.size as usize);
         let wr = SendOp::Write {
@@ -456,7 +455,10 @@ mod tests {
         assert!(parse(&args("-c")).is_none(), "client needs -a");
         assert!(parse(&args("-a 1.2.3.4")).is_none(), "needs -s or -c");
         assert!(parse(&args("-s -S 8")).is_none(), "below rping's minimum");
-        assert!(parse(&args("-s -S 65536")).is_none(), "above rping's maximum");
+        assert!(
+            parse(&args("-s -S 65536")).is_none(),
+            "above rping's maximum"
+        );
         assert!(parse(&args("-s --pd abc")).is_none(), "odd hex");
         assert!(parse(&args("-s -x")).is_none());
     }
