@@ -220,7 +220,8 @@ impl Engine {
             .reject(private_data.as_slice())
             .map_err(|_| CmError::InvalidParams)?;
         c.reported = true;
-        c.close_deadline.get_or_insert(self.core.close_deadline(now));
+        c.close_deadline
+            .get_or_insert(self.core.close_deadline(now));
         c.state = ConnState::Rejecting;
         if let Some(port) = c.backlog_port.take() {
             self.core.listeners.release_slot(port);

@@ -36,9 +36,7 @@ impl Core {
         self.release_acked(conn);
         self.tcp_events(now, id, conn);
         self.mpa_events(now, id, conn);
-        if conn.state == ConnState::Rejecting
-            && conn.tcp.acked_offset() >= conn.mpa.end_offset()
-        {
+        if conn.state == ConnState::Rejecting && conn.tcp.acked_offset() >= conn.mpa.end_offset() {
             // The peer has the whole Reject: now the FIN, in a segment of its own.
             let deadline = self.close_deadline(now);
             conn.close(now, deadline);
