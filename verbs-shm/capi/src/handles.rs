@@ -115,6 +115,22 @@ pub struct iwv_cm_id {
     pub(crate) ids: Arc<HandleMap>,
 }
 
+// The header promises that every handle may be used from several threads.
+const _: () = {
+    const fn shared<T: Send + Sync>() {}
+    shared::<iwv_context>();
+    shared::<iwv_arena>();
+    shared::<iwv_pd>();
+    shared::<iwv_mr>();
+    shared::<iwv_mw>();
+    shared::<iwv_comp_channel>();
+    shared::<iwv_cq>();
+    shared::<iwv_qp>();
+    shared::<iwv_srq>();
+    shared::<iwv_event_channel>();
+    shared::<iwv_cm_id>();
+};
+
 /// `&*p`, or `EFAULT` naming `what` if `p` is NULL.
 ///
 /// # Safety
