@@ -163,9 +163,9 @@ guest() { "$SIWVM/run-in-guest.sh" -t "${GT:-60}" "$GUEST" "$@"; }
 # The guest reads the tool through the uncached 9p mount (rebuilt binaries are seen).
 PEER="/host$PEER_BIN"
 
-# siwknobs REV CRC P2P: a shell snippet that sets siw's module parameters (new connections).
-siwknobs() {
-    printf 'P=/sys/module/siw/parameters; echo %s >$P/mpa_version; echo %s >$P/mpa_crc_required; echo %s >$P/peer_to_peer; ' "$1" "$2" "$3"
+# siwknobs REV CRC P2P [STRICT]: a shell snippet that sets siw's module parameters (new connections).
+siwknobs() {  # REV CRC P2P [STRICT]
+    printf 'P=/sys/module/siw/parameters; echo %s >$P/mpa_version; echo %s >$P/mpa_crc_required; echo %s >$P/peer_to_peer; echo %s >$P/mpa_crc_strict; ' "$1" "$2" "$3" "${4:-0}"
 }
 
 # start_server KEY=VALUE...: iwarpd with the load generator server on $LG_PORT, only
@@ -443,6 +443,36 @@ cell_graceful_by_iwarpd() {
     wire_check clean i2r=fin r2i=fin i2r=norst r2i=norst firstfin=i2r
 }
 
+# CRC negotiation edges (RFC 5044 7.1.2: CRC is used when either side asks; siw's
+# mpa_crc_strict refuses a peer that asks while siw's own CRC is off; iwarpd's crc = "forbid"
+# refuses a peer that asks).
+cell_crc_strict_siw_initiator() {
+    start_server mpa.revision=2 'mpa.crc="request"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 0 0 1) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1" 2>&1)
+    echo "$out"
+    echo "$out" | grep -q '^rejected status=-111' || { REASON="siw (strict) did not refuse iwarpd's CRC reply with ECONNREFUSED"; return 1; }
+    wire_check crc=1 rej=0 i2r=noterm r2i=noterm
+}
+
+cell_crc_strict_siw_responder() {
+    local gl
+    gl=$(guest_bg "$(siwknobs 2 0 0 1) $PEER lgen-server -a $GUEST_IP -p 7310 --close wait") \
+        || { REASON="siw_peer server did not listen"; return 1; }
+    loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:7310" --op write --size 64 --set 'mpa.crc="request"'
+    cat "$TMP/lg.log"; guest "cat $gl"
+    grep -q '"rejected":1' "$TMP/lg.json" || { REASON="iwarpd did not count siw's reject: $(grep -E 'errors:' "$TMP/lg.log" | sed 's/^ *//')"; return 1; }
+    wire_check rej=1
+}
+
+cell_crc_forbid_iwarpd() {
+    start_server mpa.revision=2 'mpa.crc="forbid"' || { REASON="iwarpd server did not start"; return 1; }
+    local out; out=$(guest "$(siwknobs 2 1 0) $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op write --size 64 --count 1" 2>&1)
+    echo "$out"
+    echo "$out" | grep -q '^rejected' || { REASON="iwarpd (crc forbid) did not refuse siw's CRC request"; return 1; }
+    # iwarpd refuses with a RST, not an MPA Reject as siw's strict mode does (docs/INTEROP.md).
+    wire_check r2i=rst
+}
+
 # ---- Cells over the verbs client library (iw-rping; tests/interop-siw) ----
 
 VERBS_SOCK=/run/iwarpd/siw-srv.verbs
@@ -583,6 +613,8 @@ matrix() {
     run_cell reject.by-iwarpd cell_reject_by_iwarpd
     run_cell term.bad-stag.siw-write cell_term_from_iwarpd write DDP/1/0x00
     run_cell term.bad-stag.siw-read cell_term_from_iwarpd read RDMAP/1/0x00
+    run_cell crc.strict.siw-initiator cell_crc_strict_siw_initiator
+    run_cell crc.forbid.by-iwarpd cell_crc_forbid_iwarpd
     run_cell close.graceful.by-siw cell_graceful_by_siw
     run_cell close.qp-error.by-siw cell_qp_error_by_siw
     run_cell close.abort-rst.by-siw cell_rst_by_siw
@@ -596,6 +628,7 @@ matrix() {
     done
     run_cell reject.by-siw cell_reject_by_siw
     run_cell close.graceful.by-iwarpd cell_graceful_by_iwarpd
+    run_cell crc.strict.siw-responder cell_crc_strict_siw_responder
     run_cell term.bad-stag.iwarpd-write cell_term_from_siw write DDP/1/0x00 7302
     run_cell term.bad-stag.iwarpd-read cell_term_from_siw read termsiw:RDMAP/1/0x00 7303
     # rping against rping: every MPA configuration, both directions, one and many FPDUs.
