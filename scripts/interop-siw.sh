@@ -290,12 +290,12 @@ p2p_expect() { [ "$1" = 2 ] && [ "$2" = 1 ] && echo 1 || echo 0; }
 cell_pas() {
     local rev=$1 crc=$2 p2p=$3 op=$4 size=$5 scrc=${6:-off} out verify=""
     start_server mpa.revision=2 "mpa.crc=\"$scrc\"" || { REASON="iwarpd server did not start"; return 1; }
-    [ "$op" = read ] && verify=--verify
+    [ "$op" != write ] && verify=--verify
     out=$(GT=60 guest "$(siwknobs "$rev" "$crc" "$p2p") $PEER lgen-client -a $DAEMON_IP -p $LG_PORT --op $op --size $size --count 3 $verify" 2>&1)
     local rc=$?; echo "$out"
     [ $rc -eq 0 ] || { REASON="siw_peer: $(echo "$out" | grep -E '^(error|wc|rejected|verify|async)' | head -1)"; return 1; }
     local wcrc=$crc; [ "$scrc" = request ] && wcrc=1
-    local rop=Write; [ "$op" = read ] && rop=ReadReq
+    local rop=Write; [ "$op" = read ] && rop=ReadReq; [ "$op" = send ] && rop=Send
     wire_check rev="$rev" crc="$wcrc" p2p="$(p2p_expect "$rev" "$p2p")" clean "i2r=$rop:3" \
         i2r=noterm r2i=noterm i2r=fin r2i=fin i2r=norst r2i=norst
 }
@@ -308,18 +308,22 @@ cell_act() {
     local icrc=off; [ "$crc" = 1 ] && icrc=request
     gl=$(guest_bg "$(siwknobs "$rev" 0 0) $PEER lgen-server -a $GUEST_IP -p $port --close wait") \
         || { REASON="siw_peer server did not listen"; guest "cat $gl"; return 1; }
-    [ "$op" = read ] && verify=--verify
+    [ "$op" != write ] && verify=--verify
     # Revision 1 has no P2P mode (the config refuses p2p = true with revision 1).
     loadgen_client "$TMP/lg.log" "$TMP/lg.json" --peer "$GUEST_IP:$port" --op "$op" --size "$size" \
         $verify --set "mpa.revision=$rev" --set "mpa.crc=\"$icrc\"" --set "mpa.p2p=$([ "$rev" = 2 ] && echo true || echo false)"
     local rc=$?
-    cat "$TMP/lg.log"; sleep 0.5; guest "cat $gl"
+    cat "$TMP/lg.log"; sleep 0.5; local gout; gout=$(guest "cat $gl"); echo "$gout"
     if [ $rc -ne 0 ] || grep -q '"messages":0,' "$TMP/lg.json"; then
         REASON="iwarpd loadgen exit $rc: $(grep -E 'errors:' "$TMP/lg.log" | head -1 | sed 's/^ *//')"
         siw_race_diagnosis && REASON="$REASON; $RACE"
         return 1
     fi
-    local rop=Write; [ "$op" = read ] && rop=ReadReq
+    if [ "$op" = send ]; then
+        echo "$gout" | grep -qE '^verify received [1-9][0-9]* sends, 0 bad' \
+            || { REASON="siw_peer: $(echo "$gout" | grep -E '^(verify|error)' | head -1)"; return 1; }
+    fi
+    local rop=Write; [ "$op" = read ] && rop=ReadReq; [ "$op" = send ] && rop=Send
     wire_check rev="$rev" crc="$crc" p2p=0 clean "i2r=$rop:1" i2r=noterm r2i=noterm i2r=fin r2i=fin \
         i2r=norst r2i=norst
 }
@@ -608,6 +612,8 @@ matrix() {
         run_cell "pas.rev$rev.crc$crc.p2p$p2p.write-1fpdu" cell_pas "$rev" "$crc" "$p2p" write 64
         run_cell "pas.rev$rev.crc$crc.p2p$p2p.write-16k" cell_pas "$rev" "$crc" "$p2p" write 16384
         run_cell "pas.rev$rev.crc$crc.p2p$p2p.read-5000" cell_pas "$rev" "$crc" "$p2p" read 5000
+        run_cell "pas.rev$rev.crc$crc.p2p$p2p.send-64" cell_pas "$rev" "$crc" "$p2p" send 64
+        run_cell "pas.rev$rev.crc$crc.p2p$p2p.send-6000" cell_pas "$rev" "$crc" "$p2p" send 6000
     done
     run_cell pas.rev2.crc-by-iwarpd.p2p0.read-5000 cell_pas 2 0 0 read 5000 request
     run_cell reject.by-iwarpd cell_reject_by_iwarpd
@@ -625,6 +631,7 @@ matrix() {
         [ "$p2p" = 1 ] && continue
         run_cell "act.rev$rev.crc$crc.p2p$p2p.write-16k" cell_act "$rev" "$crc" "$p2p" write 16384 $((7100 + n))
         run_cell "act.rev$rev.crc$crc.p2p$p2p.read-5000" cell_act "$rev" "$crc" "$p2p" read 5000 $((7200 + n))
+        run_cell "act.rev$rev.crc$crc.p2p$p2p.send-6000" cell_act "$rev" "$crc" "$p2p" send 6000 $((7250 + n))
     done
     run_cell reject.by-siw cell_reject_by_siw
     run_cell close.graceful.by-iwarpd cell_graceful_by_iwarpd

@@ -6,7 +6,7 @@
  *
  *   siw_peer client      -a IP -p PORT [--pd HEX]                  connect, print the answer
  *   siw_peer server      -a IP -p PORT [--reject HEX] [--pd HEX]   one connection
- *   siw_peer lgen-client -a IP -p PORT --op read|write [--size N] [--count K] [--verify]
+ *   siw_peer lgen-client -a IP -p PORT --op read|write|send [--size N] [--count K] [--verify]
  *                        [--bad-stag] [--close graceful|abort|wait]
  *   siw_peer lgen-server -a IP -p PORT [--bad-stag] [--close graceful|abort|wait]
  *
@@ -189,12 +189,87 @@ static void setup_qp(struct rdma_cm_id *cid, size_t len, int access)
 	if (rdma_create_qp(cid, pd, &qa))
 		die("rdma_create_qp");
 	buf_len = len ? len : 64;
-	buf = aligned_alloc(4096, (buf_len + 4095) & ~4095ul);
-	memset(buf, 0, buf_len);
-	mr = ibv_reg_mr(pd, buf, buf_len, IBV_ACCESS_LOCAL_WRITE | access);
+	/* data, then 64 bytes of control slots (receive at +0, send at +32) */
+	buf = aligned_alloc(4096, (buf_len + 64 + 4095) & ~4095ul);
+	memset(buf, 0, buf_len + 64);
+	mr = ibv_reg_mr(pd, buf, buf_len + 64, IBV_ACCESS_LOCAL_WRITE | access);
 	if (!mr)
 		die("ibv_reg_mr");
 	id = cid;
+}
+
+static int post_recv_at(uint64_t wr_id, size_t off, uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(buf + off), .length = len, .lkey = mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1 }, *bad;
+	if (ibv_post_recv(id->qp, &wr, &bad)) {
+		printf("error ibv_post_recv: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+static int post_send_at(uint64_t wr_id, size_t off, uint32_t len)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)(buf + off), .length = len, .lkey = mr->lkey };
+	struct ibv_send_wr wr = { .wr_id = wr_id, .sg_list = &sge, .num_sge = 1,
+		.opcode = IBV_WR_SEND, .send_flags = IBV_SEND_SIGNALED }, *bad;
+	if (ibv_post_send(id->qp, &wr, &bad)) {
+		printf("error ibv_post_send: %s\n", strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+/* Completions polled while waiting for another opcode, kept for their own wait. */
+#define STASH_MAX 64
+static struct ibv_wc stash[STASH_MAX];
+static int nstash;
+
+/* Waits for a completion of `opcode` (successful ones of other opcodes are kept for later
+ * waits). 0 on success, -1 on an error completion or timeout, -2 on a disconnect. */
+static int wait_wc(enum ibv_wc_opcode opcode, struct ibv_wc *out)
+{
+	for (int i = 0; i < nstash; i++) {
+		if (stash[i].opcode == opcode) {
+			*out = stash[i];
+			memmove(&stash[i], &stash[i + 1], (size_t)(nstash - i - 1) * sizeof(stash[0]));
+			nstash--;
+			return 0;
+		}
+	}
+	double end = now_s() + o.timeout_s;
+	while (now_s() < end) {
+		struct ibv_wc wc;
+		int n = pump_verbs(&wc);
+		if (n > 0) {
+			if (wc.status != IBV_WC_SUCCESS)
+				return -1;
+			if (wc.opcode == opcode) {
+				*out = wc;
+				return 0;
+			}
+			if (nstash == STASH_MAX) {
+				printf("error more than %d completions unclaimed\n", STASH_MAX);
+				return -1;
+			}
+			stash[nstash++] = wc;
+			continue;
+		}
+		struct rdma_cm_event *ev;
+		if (rdma_get_cm_event(ch, &ev) == 0) {
+			printf("cm %s status=%d\n", rdma_event_str(ev->event), ev->status);
+			int disc = ev->event == RDMA_CM_EVENT_DISCONNECTED;
+			rdma_ack_cm_event(ev);
+			if (disc) {
+				disconnected = 1;
+				return -2;
+			}
+		}
+		usleep(200);
+	}
+	printf("error timeout waiting for a completion\n");
+	return -1;
 }
 
 static int post_rdma(enum ibv_wr_opcode opc, uint32_t rkey, uint64_t raddr, uint32_t len)
@@ -272,6 +347,8 @@ static struct rdma_cm_id *resolve_and_connect(const void *pdata, int plen,
 		exit(1);
 	rdma_ack_cm_event(ev);
 	setup_qp(cid, (size_t)o.size, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	if (o.op && !strcmp(o.op, "send") && post_recv_at(2, buf_len, 16))
+		exit(1);
 	struct rdma_conn_param cp = { .private_data = pdata, .private_data_len = plen,
 		.initiator_depth = 1, .responder_resources = 1 };
 	if (rdma_connect(cid, &cp))
@@ -298,13 +375,44 @@ static int run_client(void)
 	return do_close();
 }
 
+/* SENDs of the load generator's pattern against its credits (depth 1: one credit,
+ * returned after each SEND with the server's count of bad payloads). */
+static int lgen_sends(uint32_t credits)
+{
+	int bad_total = 0;
+	for (uint32_t k = 0; k < o.count; k++) {
+		struct ibv_wc wc;
+		while (credits == 0) {
+			if (wait_wc(IBV_WC_RECV, &wc))
+				return -1;
+			const uint8_t *m = buf + buf_len;
+			if (m[0] == 1) {
+				credits += get32(m + 4);
+				bad_total += (int)get64(m + 8);
+			}
+			if (post_recv_at(2, buf_len, 16))
+				return -1;
+		}
+		pat_fill(buf, o.size, 7, k);
+		if (post_send_at(1, 0, o.size) || wait_wc(IBV_WC_SEND, &wc))
+			return -1;
+		credits--;
+	}
+	/* the last credit says whether the server found the payloads good */
+	struct ibv_wc wc;
+	if (wait_wc(IBV_WC_RECV, &wc) == 0 && buf[buf_len] == 1)
+		bad_total += (int)get64(buf + buf_len + 8);
+	printf("verify server counted %d bad sends\n", bad_total);
+	return bad_total ? -1 : 0;
+}
+
 static int run_lgen_client(void)
 {
-	int read = !strcmp(o.op, "read");
+	int read = !strcmp(o.op, "read"), send = !strcmp(o.op, "send");
 	uint8_t hello[20] = {0};
 	put32(hello, LGEN_MAGIC);
 	hello[4] = 0; hello[5] = 1;               /* version 1 */
-	hello[6] = read ? 2 : 1;
+	hello[6] = send ? 3 : read ? 2 : 1;
 	hello[7] = o.verify ? 1 : 0;
 	put32(hello + 8, o.size);
 	put32(hello + 12, 1);                     /* depth: one slot */
@@ -322,9 +430,16 @@ static int run_lgen_client(void)
 	}
 	uint32_t stag = get32(a + 8);
 	uint64_t base = get64(a + 12), len = get64(a + 20);
+	uint32_t credits = get32(a + 28);
 	rdma_ack_cm_event(ev);
-	printf("established accept stag=0x%08x base=0x%llx len=%llu\n", stag,
-	       (unsigned long long)base, (unsigned long long)len);
+	printf("established accept stag=0x%08x base=0x%llx len=%llu credits=%u\n", stag,
+	       (unsigned long long)base, (unsigned long long)len, credits);
+	if (send) {
+		int r = lgen_sends(credits);
+		printf("done send %u x %u B: %s\n", o.count, o.size, r ? "failed" : "ok");
+		int c = do_close();
+		return r ? 1 : c;
+	}
 	if (o.bad_stag)
 		stag ^= 0x00ffff00;           /* another index: no such STag at the peer */
 	int fails = 0, bad = 0;
@@ -350,6 +465,46 @@ static int run_lgen_client(void)
 	if (o.bad_stag)
 		return fails ? 0 : 1;
 	return fails || bad ? 1 : r;
+}
+
+/* The load generator server's SEND side: verify each payload against the pattern of
+ * (qp, sequence), repost, return credits in batches of max(depth / 2, 1) with the count of
+ * bad payloads, until the client disconnects. */
+static int lgen_serve_sends(uint32_t qpi, uint32_t size, uint32_t depth)
+{
+	uint32_t batch = depth / 2 ? depth / 2 : 1, consumed = 0, bad = 0, got = 0, bad_total = 0;
+	uint64_t seq = 0;
+	for (;;) {
+		struct ibv_wc wc;
+		int r = wait_wc(IBV_WC_RECV, &wc);
+		if (r == -2)
+			break;
+		if (r)
+			return 1;
+		size_t slot = (size_t)wc.wr_id;
+		if (wc.byte_len != size || pat_mismatch(buf + slot * size, size, qpi, seq) >= 0) {
+			bad++;
+			bad_total++;
+		}
+		seq++;
+		got++;
+		if (post_recv_at(slot, slot * size, size))
+			return 1;
+		if (++consumed >= batch) {
+			uint8_t *m = buf + buf_len + 32;
+			memset(m, 0, 16);
+			m[0] = 1;
+			put32(m + 4, consumed);
+			put64(m + 8, bad);
+			if (post_send_at(100, buf_len + 32, 16) || wait_wc(IBV_WC_SEND, &wc))
+				return 1;
+			consumed = 0;
+			bad = 0;
+		}
+	}
+	printf("verify received %u sends, %u bad\n", got, bad_total);
+	printf("done close=wait disconnected=%d qp_fatal=%d\n", disconnected, qp_fatal);
+	return bad_total || !got ? 1 : 0;
 }
 
 static int run_server(int lgen)
@@ -391,13 +546,17 @@ static int run_server(int lgen)
 		if (depth == 0)
 			depth = 1;
 		printf("hello op=%u verify=%u size=%u depth=%u qp=%u\n", op, verify, size, depth, qpi);
-		if (op != 1 && op != 2 && op != 4) {
+		if (op < 1 || op > 4 || depth > 32) {
 			printf("error loadgen op %u not supported here\n", op);
 			rdma_reject(cid, NULL, 0);
 			return 1;
 		}
 	}
 	setup_qp(cid, (size_t)size * depth, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+	if (lgen && op == 3)
+		for (uint32_t j = 0; j < depth; j++)
+			if (post_recv_at(j, (size_t)j * size, size))
+				return 1;
 	if (lgen) {
 		if (op == 2)
 			for (uint32_t j = 0; j < depth; j++)
@@ -408,7 +567,7 @@ static int run_server(int lgen)
 		put32(acc + 8, o.bad_stag ? mr->rkey ^ 0x00ffff00 : mr->rkey);
 		put64(acc + 12, (uintptr_t)buf);
 		put64(acc + 20, (uint64_t)size * depth);
-		put32(acc + 28, 0);
+		put32(acc + 28, op == 3 ? depth : 0);
 		acc_len = 32;
 	}
 	struct rdma_conn_param cp = { .private_data = acc, .private_data_len = acc_len,
@@ -422,6 +581,8 @@ static int run_server(int lgen)
 	rdma_ack_cm_event(ev);
 	printf("established\n");
 	fflush(stdout);
+	if (lgen && op == 3)
+		return lgen_serve_sends(qpi, size, depth);
 	if (!strcmp(o.close, "abort")) {
 		usleep(300000);
 	}
@@ -470,7 +631,7 @@ int main(int argc, char **argv)
 	if (!strcmp(o.mode, "server"))
 		return run_server(0);
 	if (!strcmp(o.mode, "lgen-client")) {
-		if (!o.op || (strcmp(o.op, "read") && strcmp(o.op, "write")))
+		if (!o.op || (strcmp(o.op, "read") && strcmp(o.op, "write") && strcmp(o.op, "send")))
 			return 2;
 		return run_lgen_client();
 	}
