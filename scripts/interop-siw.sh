@@ -24,7 +24,8 @@
 # `FAIL name (not implemented: ...)` until those tools exist.
 #
 # KEEP_ALL=1 keeps the captures and logs of passed cells too ($OUT/passed), SIW_DEBUG=1
-# turns on siw's debug messages in the guest's dmesg.
+# turns on siw's debug messages in the guest's dmesg, SIW_OPTS=k=v,... boots siw with
+# these module parameters (e.g. zcopy_tx=0).
 # Environment: IWARPD (binary; default target/release/iwarpd, built if missing), SIWVM (the
 # harness; default ../shared/siw-vm next to the repository), SIWVM_NETNS (iwsiw).
 # docs/INTEROP.md describes the matrix and lists every difference from siw found.
@@ -139,7 +140,7 @@ build() {
 boot() {
     "$SIWVM/down.sh" >/dev/null 2>&1
     log "booting $GUEST (siw) with veth $VETH for iwarpd in netns $NS"
-    "$SIWVM/up.sh" -n 1 --veth "$VETH" >"$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log" >&2; exit 1; }
+    "$SIWVM/up.sh" -n 1 --veth "$VETH" ${SIW_OPTS:+--siwopts "$SIW_OPTS"} >"$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log" >&2; exit 1; }
     # No IPv6 chatter on the test link.
     ip netns exec "$NS" sysctl -qw net.ipv6.conf.all.disable_ipv6=1 2>/dev/null
     # `ss -K` (close.abort-rst.by-siw) needs tcp_diag, which the guest's initramfs lacks: load
@@ -616,6 +617,8 @@ matrix() {
         run_cell "pas.rev$rev.crc$crc.p2p$p2p.send-6000" cell_pas "$rev" "$crc" "$p2p" send 6000
     done
     run_cell pas.rev2.crc-by-iwarpd.p2p0.read-5000 cell_pas 2 0 0 read 5000 request
+    run_cell pas.rev2.crc1.p2p1.write-64k cell_pas 2 1 1 write 65536
+    run_cell pas.rev2.crc1.p2p1.read-64k cell_pas 2 1 1 read 65536
     run_cell reject.by-iwarpd cell_reject_by_iwarpd
     run_cell term.bad-stag.siw-write cell_term_from_iwarpd write DDP/1/0x00
     run_cell term.bad-stag.siw-read cell_term_from_iwarpd read RDMAP/1/0x00
@@ -633,6 +636,8 @@ matrix() {
         run_cell "act.rev$rev.crc$crc.p2p$p2p.read-5000" cell_act "$rev" "$crc" "$p2p" read 5000 $((7200 + n))
         run_cell "act.rev$rev.crc$crc.p2p$p2p.send-6000" cell_act "$rev" "$crc" "$p2p" send 6000 $((7250 + n))
     done
+    run_cell act.rev2.crc1.p2p0.write-64k cell_act 2 1 0 write 65536 7260
+    run_cell act.rev2.crc1.p2p0.read-64k cell_act 2 1 0 read 65536 7261
     run_cell reject.by-siw cell_reject_by_siw
     run_cell close.graceful.by-iwarpd cell_graceful_by_iwarpd
     run_cell crc.strict.siw-responder cell_crc_strict_siw_responder
