@@ -217,6 +217,17 @@ pub unsafe extern "C" fn iwv_post_send(
         // SAFETY: live handle or NULL (header contract).
         let q = unsafe { obj(qp, "qp") }?;
         let mut qp = lock(&q.qp);
+        // SAFETY: NULL or a readable WR (header contract).
+        if let Some(one) = unsafe { wr.as_ref() }.filter(|w| w.next.is_null()) {
+            // The common case, one WR: no batch to build.
+            // SAFETY: its SGL and fast-register arena are valid (header contract).
+            let r = unsafe { send_wr(one) }.and_then(|w| qp.post_send(&w).map_err(Failure::from));
+            if r.is_err() {
+                // SAFETY: `bad_wr` is NULL or writable (header contract).
+                unsafe { set_bad(bad_wr, wr) };
+            }
+            return r.map(|()| 0);
+        }
         let blank = SendWr {
             wr_id: 0,
             op: SendOp::Send,

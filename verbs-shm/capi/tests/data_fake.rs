@@ -132,6 +132,24 @@ fn work_requests_completions_and_notifications() {
         assert_eq!(iwv_post_send(qp, p, &mut bad), -IWV_EINVAL);
         assert_eq!(bad, p.add(1));
         assert_eq!(fake.pop_sq(n).unwrap().wr_id, 20);
+        // One WR alone (the fast path): posted, or refused with *bad_wr = it.
+        let mut one = blank_send(50, 99);
+        bad = null_mut();
+        assert_eq!(iwv_post_send(qp, &mut one, &mut bad), -IWV_EINVAL);
+        assert_eq!(bad, &mut one as *mut _);
+        let mut four: Vec<_> = (51..55).map(|i| blank_send(i, 0)).collect();
+        for w in four.iter_mut() {
+            assert_eq!(iwv_post_send(qp, w, null_mut()), 0);
+        }
+        bad = null_mut();
+        assert_eq!(iwv_post_send(qp, &mut one, &mut bad), -IWV_EINVAL);
+        one.opcode = 0;
+        assert_eq!(iwv_post_send(qp, &mut one, &mut bad), -IWV_EQUEUEFULL);
+        assert_eq!(bad, &mut one as *mut _);
+        let ids: Vec<_> = std::iter::from_fn(|| fake.pop_sq(n))
+            .map(|w| w.wr_id)
+            .collect();
+        assert_eq!(ids, [51, 52, 53, 54]);
 
         let mut rwr = [
             iwv_recv_wr {
