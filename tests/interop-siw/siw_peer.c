@@ -227,7 +227,8 @@ static struct ibv_wc stash[STASH_MAX];
 static int nstash;
 
 /* Waits for a completion of `opcode` (successful ones of other opcodes are kept for later
- * waits). 0 on success, -1 on an error completion or timeout, -2 on a disconnect. */
+ * waits). 0 on success, -1 on an error completion or timeout, -2 on a disconnect, -3 on a
+ * flushed WR (the QP left RTS: the peer closed). */
 static int wait_wc(enum ibv_wc_opcode opcode, struct ibv_wc *out)
 {
 	for (int i = 0; i < nstash; i++) {
@@ -243,6 +244,8 @@ static int wait_wc(enum ibv_wc_opcode opcode, struct ibv_wc *out)
 		struct ibv_wc wc;
 		int n = pump_verbs(&wc);
 		if (n > 0) {
+			if (wc.status == IBV_WC_WR_FLUSH_ERR)
+				return -3;
 			if (wc.status != IBV_WC_SUCCESS)
 				return -1;
 			if (wc.opcode == opcode) {
@@ -477,7 +480,7 @@ static int lgen_serve_sends(uint32_t qpi, uint32_t size, uint32_t depth)
 	for (;;) {
 		struct ibv_wc wc;
 		int r = wait_wc(IBV_WC_RECV, &wc);
-		if (r == -2)
+		if (r == -2 || r == -3)
 			break;
 		if (r)
 			return 1;
