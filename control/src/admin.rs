@@ -1,0 +1,182 @@
+//! Administration requests (iwarpctl): status, clients, objects with their states,
+//! counters. Object totals come from the handle tables, so they are exact.
+
+use iwarp_shm_service::{ServiceReply, ServiceRequest};
+use iwarp_verbs_proto::{
+    AdminRequest, AdminResponse, ClientInfo, CounterSet, DaemonStatus, ErrorCode, ErrorReply,
+    ObjectInfo, ObjectTotals, QpHandle, Response,
+};
+
+use crate::client::{Client, CmState, Phase, StagKind};
+use crate::link::{err, CoreLink};
+use crate::server::{ControlServer, Ctx};
+
+fn add(t: &mut ObjectTotals, o: ObjectTotals) {
+    t.pds += o.pds;
+    t.cqs += o.cqs;
+    t.qps += o.qps;
+    t.srqs += o.srqs;
+    t.mrs += o.mrs;
+    t.mws += o.mws;
+    t.cm_ids += o.cm_ids;
+    t.arenas += o.arenas;
+    t.arena_bytes += o.arena_bytes;
+}
+
+impl<C: CoreLink> ControlServer<C> {
+    pub(crate) fn admin(&mut self, id: u32, a: AdminRequest) -> Result<Response, ErrorReply> {
+        let is_admin = self.clients.get(&id).is_some_and(|c| c.admin);
+        let own = matches!(a, AdminRequest::Objects(Some(x)) if x == id);
+        if !is_admin && !own {
+            return Err(err(ErrorCode::NotAdmin, "administration needs root or a user in [control] admin_users"));
+        }
+        let r = match a {
+            AdminRequest::Status => AdminResponse::Status(self.status()),
+            AdminRequest::Clients => AdminResponse::Clients(
+                self.clients
+                    .values()
+                    .filter(|c| c.phase == Phase::Ready)
+                    .map(|c| ClientInfo {
+                        id: c.id,
+                        name: c.name.clone(),
+                        pid: c.cred.pid,
+                        uid: c.cred.uid,
+                        gid: c.cred.gid,
+                        connected_s: c.connected_at.elapsed().as_secs(),
+                        totals: c.totals(),
+                    })
+                    .collect(),
+            ),
+            AdminRequest::Objects(which) => {
+                let mut out = Vec::new();
+                let ids: Vec<u32> = self.clients.keys().copied().filter(|k| which.is_none_or(|w| w == *k)).collect();
+                for k in ids {
+                    if let Some(c) = self.clients.get(&k) {
+                        objects(&mut self.ctx, c, &mut out);
+                    }
+                }
+                AdminResponse::Objects(out)
+            }
+            AdminRequest::Counters => AdminResponse::Counters(self.counters()),
+        };
+        Ok(Response::Admin(r))
+    }
+
+    fn status(&self) -> DaemonStatus {
+        let mut totals = ObjectTotals::default();
+        for c in self.clients.values() {
+            add(&mut totals, c.totals());
+        }
+        DaemonStatus {
+            name: self.ctx.cfg.name.clone(),
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            pid: std::process::id(),
+            uptime_s: self.ctx.started.elapsed().as_secs(),
+            cores: self.ctx.ncores() as u32,
+            ports: self.ctx.ports.clone(),
+            clients: self.clients.values().filter(|c| c.phase == Phase::Ready).count() as u32,
+            clients_total: self.ctx.stats.clients_total,
+            clients_tearing_down: 0,
+            totals,
+        }
+    }
+
+    fn counters(&mut self) -> Vec<CounterSet> {
+        let mut out = match self.ctx.counters.as_mut() {
+            Some(f) => f(),
+            None => Vec::new(),
+        };
+        let s = self.ctx.stats;
+        out.push(CounterSet {
+            core: None,
+            values: vec![
+                ("control_clients_total".into(), s.clients_total),
+                ("control_refused".into(), s.refused),
+                ("control_requests".into(), s.requests),
+                ("control_bad_frames".into(), s.bad_frames),
+                ("control_notices".into(), s.notices),
+                ("control_notices_orphaned".into(), s.notices_orphaned),
+                ("control_teardowns".into(), s.teardowns),
+                ("control_arenas_pending".into(), s.arenas_pending),
+            ],
+        });
+        let t = self.ctx.cfg.core_timeout;
+        for core in 0..self.ctx.ncores() {
+            if let Ok(ServiceReply::Snapshot { counters, .. }) = self.ctx.call_raw(core, ServiceRequest::Snapshot, t) {
+                out.push(CounterSet {
+                    core: Some(core as u32),
+                    values: vec![
+                        ("shm_requests".into(), counters.requests),
+                        ("shm_notices".into(), counters.notices),
+                        ("shm_notices_dropped".into(), counters.notices_dropped),
+                        ("shm_replies_dropped".into(), counters.replies_dropped),
+                        ("shm_rings_corrupt".into(), counters.rings_corrupt),
+                        ("shm_events".into(), counters.events),
+                    ],
+                });
+            }
+        }
+        out
+    }
+}
+
+fn info(client: u32, kind: &str, handle: u32, core: Option<usize>, state: &str, detail: Vec<(String, String)>) -> ObjectInfo {
+    ObjectInfo { client, kind: kind.into(), handle, core: core.map(|c| c as u32), state: state.into(), detail }
+}
+
+fn kv(k: &str, v: impl ToString) -> (String, String) {
+    (k.to_string(), v.to_string())
+}
+
+/// Every object of `c`, with its state (QP states asked of their cores).
+fn objects<C: CoreLink>(ctx: &mut Ctx<C>, c: &Client, out: &mut Vec<ObjectInfo>) {
+    let id = c.id;
+    for (h, p) in c.pds.iter() {
+        out.push(info(id, "pd", h, None, "valid", vec![kv("users", p.users)]));
+    }
+    for (h, q) in c.cqs.iter() {
+        out.push(info(id, "cq", h, None, "valid", vec![kv("depth", q.depth), kv("qps", q.users)]));
+    }
+    for (h, q) in c.qps.iter() {
+        let state = match crate::verbs::query_qp(ctx, c, QpHandle(h)) {
+            Ok(i) => format!("{:?}", i.state).to_lowercase(),
+            Err(_) => "unknown".into(),
+        };
+        out.push(info(id, "qp", h, Some(q.core), &state, vec![
+            kv("sq_wr", q.cap.max_send_wr),
+            kv("rq_wr", q.cap.max_recv_wr),
+            kv("cm_id", q.cm.map_or("-".to_string(), |x| x.to_string())),
+        ]));
+    }
+    for (h, s) in c.srqs.iter() {
+        out.push(info(id, "srq", h, Some(s.core), "valid", vec![kv("max_wr", s.max_wr), kv("max_sge", s.max_sge), kv("qps", s.users)]));
+    }
+    for (stag, s) in &c.stags {
+        let kind = match s.kind {
+            StagKind::Mr | StagKind::FastReg => "mr",
+            StagKind::Mw(_) => "mw",
+        };
+        out.push(info(id, kind, *stag, None, if s.kind == StagKind::FastReg { "fast-register" } else { "valid" }, vec![
+            kv("offset", s.offset),
+            kv("len", s.len),
+            kv("access", format!("{:#x}", s.access.0)),
+        ]));
+    }
+    for (h, a) in c.arenas.iter() {
+        out.push(info(id, "arena", h, None, if a.hugepages { "hugepages" } else { "pages" }, vec![kv("len", a.len), kv("mrs", a.users)]));
+    }
+    for (h, x) in c.cm_ids.iter() {
+        let (state, core) = match x.state {
+            CmState::Idle => ("idle".to_string(), None),
+            CmState::Listening { port } => (format!("listening:{port}"), None),
+            CmState::Requested { core, .. } => ("requested".into(), Some(core)),
+            CmState::Connecting { core, .. } => ("connecting".into(), Some(core)),
+            CmState::Connected { core, .. } => ("connected".into(), Some(core)),
+            CmState::Closed => ("closed".into(), None),
+        };
+        out.push(info(id, "cm_id", h, core, &state, Vec::new()));
+    }
+    for (h, ch) in c.channels.iter() {
+        out.push(info(id, "channel", h, None, "valid", vec![kv("cqs", ch.users)]));
+    }
+}

@@ -1,0 +1,567 @@
+//! [`ControlServer`]: the socket, the poll loop, Hello, dispatch of requests and of the
+//! cores' notices.
+
+use std::collections::BTreeMap;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use iwarp_runtime::Placement;
+use iwarp_shm_mem::{Backing, RegionTable, SharedMapping};
+use iwarp_shm_ring::{
+    AreaView, RingHeap, DOORBELL_BITS, DOORBELL_BLOCK_BYTES, DOORBELL_OFFSET, RING_AREA_BYTES,
+};
+use iwarp_shm_ring::DoorbellBlock;
+use iwarp_shm_service::{ServiceError, ServiceReply, ServiceRequest};
+use iwarp_verbs_proto::{
+    Channel, ClientMsg, CounterSet, DeviceAttr, ErrorCode, ErrorReply, Event, Listener, PortAttr,
+    RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
+};
+
+use crate::client::{Area, Client, Phase};
+use crate::link::{err, service_error, CoreLink};
+use crate::policy::{AccountDb, Admission, Policy};
+use crate::ControlConfig;
+
+/// Connections beyond `max_clients` kept just long enough to answer `LimitReached`.
+const REFUSED_EXTRA: usize = 16;
+/// Messages read from one client per step: one, so that the receive on a socket poll
+/// found readable never blocks (client sockets stay blocking for sends, bounded by
+/// [`SEND_TIMEOUT`]).
+const MESSAGES_PER_STEP: usize = 1;
+/// Notices taken from one core per step.
+const NOTICES_PER_STEP: usize = 1024;
+/// Longest client name kept.
+const NAME_BYTES_MAX: usize = 64;
+/// How long a send to a client may block before the client is dropped.
+const SEND_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// Dataplane counters for `Admin(Counters)`: per core, then the sum.
+pub type CounterSource = Box<dyn FnMut() -> Vec<CounterSet> + Send>;
+
+/// What a handler answers: the response and the descriptors that go with it.
+pub(crate) struct Out {
+    pub resp: Response,
+    pub fds: Vec<OwnedFd>,
+}
+
+impl From<Response> for Out {
+    fn from(resp: Response) -> Out {
+        Out { resp, fds: Vec::new() }
+    }
+}
+
+pub(crate) type Res = Result<Out, ErrorReply>;
+
+/// Counters of the control server.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServerStats {
+    /// Clients welcomed since start.
+    pub clients_total: u64,
+    /// Peers refused (policy, version, limit).
+    pub refused: u64,
+    /// Requests served.
+    pub requests: u64,
+    /// Malformed frames.
+    pub bad_frames: u64,
+    /// Notices routed to a client.
+    pub notices: u64,
+    /// Notices for a client that is gone.
+    pub notices_orphaned: u64,
+    /// Teardowns done.
+    pub teardowns: u64,
+    /// Arenas whose removal waits for a fence that timed out.
+    pub arenas_pending: u64,
+}
+
+/// Everything but the clients: what handlers need besides the client they serve.
+pub(crate) struct Ctx<C> {
+    pub cfg: ControlConfig,
+    pub cores: Vec<C>,
+    pub regions: Arc<RegionTable>,
+    pub device: DeviceAttr,
+    pub ports: Vec<PortAttr>,
+    pub placement: Option<Placement>,
+    pub rr: usize,
+    pub started: Instant,
+    pub stats: ServerStats,
+    pub counters: Option<CounterSource>,
+    /// Arenas removed from clients whose last fence timed out: removed from the region
+    /// table once a fence on every core succeeds.
+    pub pending_regions: Vec<(iwarp_types::RegionId, Arc<SharedMapping>)>,
+    pub shutting_down: bool,
+}
+
+impl<C: CoreLink> Ctx<C> {
+    /// One request to one core, its error named after `what`.
+    pub fn call(&mut self, core: usize, req: ServiceRequest, what: &str) -> Result<ServiceReply, ErrorReply> {
+        let t = self.cfg.core_timeout;
+        let link = self
+            .cores
+            .get_mut(core)
+            .ok_or_else(|| err(ErrorCode::Internal, format!("{what}: no core {core}")))?;
+        link.call(req, t).map_err(|e| service_error(what, core, e))
+    }
+
+    /// A raw call (teardown wants the `ServiceError`).
+    pub fn call_raw(&mut self, core: usize, req: ServiceRequest, t: Duration) -> Result<ServiceReply, ServiceError> {
+        match self.cores.get_mut(core) {
+            Some(l) => l.call(req, t),
+            None => Err(ServiceError::CoreGone),
+        }
+    }
+
+    /// Number of cores.
+    pub fn ncores(&self) -> usize {
+        self.cores.len()
+    }
+
+    /// The core of a new active QP.
+    pub fn place(&mut self, key: u64) -> usize {
+        let n = self.cores.len().max(1);
+        if let Some(i) = self.placement.as_mut().and_then(|p| p.pick(key)) {
+            if i < n {
+                return i;
+            }
+        }
+        let i = self.rr % n;
+        self.rr = (i + 1) % n;
+        i
+    }
+
+    /// Fence on every core; true if all answered.
+    pub fn fence_all(&mut self) -> bool {
+        let t = self.cfg.core_timeout;
+        (0..self.cores.len()).all(|i| self.call_raw(i, ServiceRequest::Fence, t).is_ok())
+    }
+}
+
+/// The control server.
+pub struct ControlServer<C: CoreLink> {
+    pub(crate) ctx: Ctx<C>,
+    pub(crate) clients: BTreeMap<u32, Client>,
+    listener: Option<Listener>,
+    policy: Policy,
+    db: AccountDb,
+    next_id: u32,
+    busy: bool,
+}
+
+impl<C: CoreLink> ControlServer<C> {
+    /// A server over `cores` (core `i` is `cores[i]`) that puts arenas in `regions`,
+    /// describes itself with `device` and `ports` and places active QPs by `placement`
+    /// (round robin if `None` or if it has no cores). Resolves the policy; binds nothing
+    /// yet (see [`ControlServer::bind`]).
+    pub fn new(
+        cfg: ControlConfig,
+        cores: Vec<C>,
+        regions: Arc<RegionTable>,
+        device: DeviceAttr,
+        ports: Vec<PortAttr>,
+        placement: Option<Placement>,
+    ) -> Result<ControlServer<C>, String> {
+        let db = AccountDb::system();
+        let policy = Policy::resolve(&db, &cfg.allow_users, &cfg.allow_groups, &cfg.admin_users)?;
+        if cores.is_empty() || cores.len() > iwarp_shm_ring::MAX_CORES as usize {
+            return Err(format!("control: {} dataplane cores (1..={} served)", cores.len(), iwarp_shm_ring::MAX_CORES));
+        }
+        Ok(ControlServer {
+            ctx: Ctx {
+                cfg,
+                cores,
+                regions,
+                device,
+                ports,
+                placement,
+                rr: 0,
+                started: Instant::now(),
+                stats: ServerStats::default(),
+                counters: None,
+                pending_regions: Vec::new(),
+                shutting_down: false,
+            },
+            clients: BTreeMap::new(),
+            listener: None,
+            policy,
+            db,
+            next_id: 1,
+            busy: false,
+        })
+    }
+
+    /// Replaces the policy (tests use their own account database).
+    pub fn set_policy(&mut self, policy: Policy, db: AccountDb) {
+        self.policy = policy;
+        self.db = db;
+    }
+
+    /// Where `Admin(Counters)` gets the dataplane counters.
+    pub fn set_counters(&mut self, source: CounterSource) {
+        self.ctx.counters = Some(source);
+    }
+
+    /// Creates the socket (its directory if missing; a stale socket file is replaced),
+    /// mode 0666: access is checked per connection.
+    pub fn bind(&mut self) -> Result<(), String> {
+        let path = self.ctx.cfg.socket.clone();
+        let shown = path.display();
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("control.socket: cannot create {}: {e}", dir.display()))?;
+        }
+        if path.exists() {
+            if Channel::connect(&path).is_ok() {
+                return Err(format!("control.socket: {shown} is in use by a running daemon"));
+            }
+            let _ = std::fs::remove_file(&path);
+        }
+        let l = Listener::bind(&path, 64).map_err(|e| format!("control.socket: cannot bind {shown}: {e}"))?;
+        l.set_nonblocking(true).map_err(|e| format!("control.socket: {e}"))?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
+            .map_err(|e| format!("control.socket: chmod {shown}: {e}"))?;
+        self.listener = Some(l);
+        Ok(())
+    }
+
+    /// Serves a connection made elsewhere (tests, an in-process client).
+    pub fn adopt(&mut self, chan: Channel) -> Option<u32> {
+        self.add_client(chan)
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> ServerStats {
+        self.ctx.stats
+    }
+
+    /// Clients connected.
+    pub fn clients(&self) -> usize {
+        self.clients.len()
+    }
+
+    /// Runs until `stop`, then shuts down (clients told, torn down, socket removed).
+    pub fn run(&mut self, stop: &AtomicBool) {
+        while !stop.load(Ordering::Relaxed) {
+            self.step(Duration::from_millis(2));
+        }
+        self.shutdown();
+    }
+
+    /// One turn: waits at most `max_wait` (less right after work) for the sockets, then
+    /// accepts, serves requests, routes the cores' notices. Returns true if it did work.
+    pub fn step(&mut self, max_wait: Duration) -> bool {
+        let wait = if self.busy { Duration::from_micros(100) } else { max_wait };
+        let (accept, ready) = self.wait(wait);
+        let mut work = false;
+        if accept {
+            work |= self.accept();
+        }
+        for (id, hup) in ready {
+            work = true;
+            self.serve(id, hup);
+        }
+        work |= self.route_notices();
+        if !self.ctx.pending_regions.is_empty() {
+            self.retry_pending_regions();
+        }
+        self.busy = work;
+        work
+    }
+
+    fn wait(&mut self, timeout: Duration) -> (bool, Vec<(u32, bool)>) {
+        use rustix::event::{poll, PollFd, PollFlags};
+        let ids: Vec<u32> = self.clients.keys().copied().collect();
+        let mut fds: Vec<PollFd<'_>> = Vec::with_capacity(ids.len() + 1);
+        if let Some(l) = &self.listener {
+            fds.push(PollFd::new(l, PollFlags::IN));
+        }
+        for c in self.clients.values() {
+            fds.push(PollFd::new(&c.chan, PollFlags::IN));
+        }
+        let ts = rustix::event::Timespec {
+            tv_sec: timeout.as_secs() as i64,
+            tv_nsec: i64::from(timeout.subsec_nanos()),
+        };
+        if poll(&mut fds, Some(&ts)).is_err() {
+            return (false, Vec::new());
+        }
+        let off = usize::from(self.listener.is_some());
+        let accept = off == 1 && fds[0].revents().contains(PollFlags::IN);
+        let ready = ids
+            .iter()
+            .enumerate()
+            .filter_map(|(i, id)| {
+                let r = fds[i + off].revents();
+                (!r.is_empty()).then(|| (*id, r.intersects(PollFlags::HUP | PollFlags::ERR) && !r.contains(PollFlags::IN)))
+            })
+            .collect();
+        (accept, ready)
+    }
+
+    fn accept(&mut self) -> bool {
+        let mut any = false;
+        for _ in 0..16 {
+            let Some(l) = &self.listener else { break };
+            match l.accept() {
+                Ok(Some(chan)) => {
+                    any = true;
+                    self.add_client(chan);
+                }
+                _ => break,
+            }
+        }
+        any
+    }
+
+    fn add_client(&mut self, chan: Channel) -> Option<u32> {
+        if self.clients.len() >= self.ctx.cfg.max_clients + REFUSED_EXTRA {
+            self.ctx.stats.refused += 1;
+            return None;
+        }
+        let cred = chan.peer_cred().ok()?;
+        let _ = chan.set_send_timeout(Some(SEND_TIMEOUT));
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let c = Client::new(id, chan, cred, self.ctx.ncores(), &self.ctx.cfg);
+        self.clients.insert(id, c);
+        Some(id)
+    }
+
+    fn serve(&mut self, id: u32, hup: bool) {
+        if hup {
+            self.drop_client(id);
+            return;
+        }
+        for _ in 0..MESSAGES_PER_STEP {
+            let Some(c) = self.clients.get_mut(&id) else { return };
+            match c.chan.recv::<ClientMsg>() {
+                Ok((msg, fds)) => {
+                    if !self.handle(id, msg, fds) {
+                        self.drop_client(id);
+                        return;
+                    }
+                }
+                Err(RecvError::WouldBlock) => return,
+                Err(RecvError::Frame(e)) => {
+                    self.ctx.stats.bad_frames += 1;
+                    c.bad_frames += 1;
+                    let r = ErrorReply::new(ErrorCode::BadMessage, format!("malformed message: {e}"));
+                    let too_many = c.bad_frames >= self.ctx.cfg.max_bad_frames;
+                    if !send_reply(c, 0, Err(r), Vec::new()) || too_many {
+                        self.drop_client(id);
+                        return;
+                    }
+                }
+                Err(RecvError::Truncated) => {
+                    self.ctx.stats.bad_frames += 1;
+                    c.bad_frames += 1;
+                    let r = ErrorReply::new(ErrorCode::BadMessage, "message or descriptors truncated");
+                    let too_many = c.bad_frames >= self.ctx.cfg.max_bad_frames;
+                    if !send_reply(c, 0, Err(r), Vec::new()) || too_many {
+                        self.drop_client(id);
+                        return;
+                    }
+                }
+                Err(RecvError::Closed) | Err(RecvError::Io(_)) => {
+                    self.drop_client(id);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Serves one message; false if the client must go.
+    fn handle(&mut self, id: u32, msg: ClientMsg, fds: Vec<OwnedFd>) -> bool {
+        self.ctx.stats.requests += 1;
+        let Some(c) = self.clients.get_mut(&id) else { return false };
+        let seq = msg.seq;
+        if c.phase == Phase::AwaitHello {
+            let (result, fds_out, keep) = self.hello(id, msg.request, fds);
+            let Some(c) = self.clients.get_mut(&id) else { return false };
+            return send_reply(c, seq, result.map(|o| o.resp), fds_out) && keep;
+        }
+        match msg.request {
+            Request::Hello { .. } => {
+                send_reply(c, seq, Err(err(ErrorCode::NotReady, "Hello came twice")), Vec::new())
+            }
+            Request::Bye => {
+                let _ = send_reply(c, seq, Ok(Response::Ok), Vec::new());
+                false
+            }
+            Request::Admin(a) => {
+                let r = self.admin(id, a);
+                let Some(c) = self.clients.get_mut(&id) else { return false };
+                send_reply(c, seq, r, Vec::new())
+            }
+            req => {
+                let r = if self.ctx.shutting_down {
+                    Err(err(ErrorCode::ShuttingDown, "the daemon is shutting down"))
+                } else {
+                    crate::verbs::dispatch(&mut self.ctx, c, req, fds)
+                };
+                let Some(c) = self.clients.get_mut(&id) else { return false };
+                match r {
+                    Ok(out) => send_reply(c, seq, Ok(out.resp), out.fds),
+                    Err(e) => send_reply(c, seq, Err(e), Vec::new()),
+                }
+            }
+        }
+    }
+
+    /// The first message: version, policy, limit, then the ring area and `AttachClient`
+    /// on every core. Returns the answer and whether the client stays.
+    fn hello(&mut self, id: u32, req: Request, fds: Vec<OwnedFd>) -> (Res, Vec<OwnedFd>, bool) {
+        drop(fds);
+        let refuse = |code, msg: String| (Err(err(code, msg)), Vec::new(), false);
+        let Request::Hello { version, name } = req else {
+            self.ctx.stats.refused += 1;
+            return refuse(ErrorCode::NotReady, "the first message must be Hello".into());
+        };
+        if version != PROTOCOL_VERSION {
+            self.ctx.stats.refused += 1;
+            return refuse(
+                ErrorCode::VersionMismatch,
+                format!("the client speaks protocol version {version}, this daemon {PROTOCOL_VERSION}"),
+            );
+        }
+        let welcomed = self.clients.values().filter(|c| c.phase == Phase::Ready).count();
+        let Some(c) = self.clients.get_mut(&id) else {
+            return refuse(ErrorCode::Internal, "client vanished".into());
+        };
+        let admission = self.policy.admit(&c.cred, &self.db);
+        if admission == Admission::Denied {
+            self.ctx.stats.refused += 1;
+            return refuse(
+                ErrorCode::PermissionDenied,
+                format!("uid {} is not admitted by [control] allow_users / allow_groups", c.cred.uid),
+            );
+        }
+        if welcomed >= self.ctx.cfg.max_clients {
+            self.ctx.stats.refused += 1;
+            return refuse(
+                ErrorCode::LimitReached,
+                format!("control.max_clients ({}) clients are connected", self.ctx.cfg.max_clients),
+            );
+        }
+        c.admin = admission == Admission::Admin;
+        c.name = truncate(&name, NAME_BYTES_MAX);
+        match welcome(&mut self.ctx, c) {
+            Ok((w, fd)) => {
+                c.phase = Phase::Ready;
+                self.ctx.stats.clients_total += 1;
+                (Ok(Response::Welcome(w).into()), vec![fd], true)
+            }
+            Err(e) => (Err(e), Vec::new(), false),
+        }
+    }
+
+    fn drop_client(&mut self, id: u32) {
+        if let Some(c) = self.clients.remove(&id) {
+            crate::teardown::teardown(&mut self.ctx, c);
+        }
+    }
+
+    fn route_notices(&mut self) -> bool {
+        let mut any = false;
+        for core in 0..self.ctx.cores.len() {
+            for _ in 0..NOTICES_PER_STEP {
+                let Some(n) = self.ctx.cores[core].poll_notice() else { break };
+                any = true;
+                crate::cm::route(&mut self.ctx, &mut self.clients, core, n);
+            }
+        }
+        any
+    }
+
+    fn retry_pending_regions(&mut self) {
+        if self.ctx.fence_all() {
+            for (r, _m) in std::mem::take(&mut self.ctx.pending_regions) {
+                self.ctx.regions.remove(r);
+            }
+            self.ctx.stats.arenas_pending = 0;
+        }
+    }
+
+    /// Orderly end: every client's area says `DAEMON_GONE`, gets `Event::Shutdown`, is
+    /// torn down; the socket file is removed.
+    pub fn shutdown(&mut self) {
+        self.ctx.shutting_down = true;
+        self.listener = None;
+        let _ = std::fs::remove_file(&self.ctx.cfg.socket);
+        for c in self.clients.values() {
+            if let Some(a) = &c.area {
+                a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
+            }
+            let _ = c.chan.send(&ServerMsg::Event(Event::Shutdown), &[]);
+        }
+        let ids: Vec<u32> = self.clients.keys().copied().collect();
+        for id in ids {
+            if let Some(c) = self.clients.remove(&id) {
+                c.chan.shutdown();
+                crate::teardown::teardown(&mut self.ctx, c);
+            }
+        }
+        self.retry_pending_regions();
+    }
+}
+
+/// Builds the client's ring area and attaches it on every core.
+fn welcome<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> Result<(Welcome, OwnedFd), ErrorReply> {
+    let n = ctx.ncores();
+    let mapping = SharedMapping::create(&format!("iwarpd-client-{}", c.id), RING_AREA_BYTES, Backing::Pages)
+        .map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area: {e}")))?;
+    let mapping = Arc::new(mapping);
+    let view = AreaView::init(mapping.region(), c.id, n as u32)
+        .map_err(|e| err(ErrorCode::Internal, format!("ring area: {e}")))?;
+    let fd = mapping.dup_fd().map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area fd: {e}")))?;
+    let heap = RingHeap::new(view.area_len() as u64);
+    let mut doorbells = Vec::with_capacity(n);
+    for core in 0..n {
+        let off = DOORBELL_OFFSET + core * DOORBELL_BLOCK_BYTES;
+        doorbells.push(off as u64);
+        let block = mapping
+            .region()
+            .sub(off, DOORBELL_BLOCK_BYTES)
+            .and_then(DoorbellBlock::new)
+            .map_err(|e| err(ErrorCode::Internal, format!("doorbell block: {e}")))?;
+        match ctx.call(core, ServiceRequest::AttachClient { client: c.id, doorbells: block }, "AttachClient") {
+            Ok(_) => c.attached[core] = true,
+            Err(e) => {
+                crate::teardown::detach_all(ctx, c);
+                return Err(e);
+            }
+        }
+    }
+    c.area = Some(Area { mapping, view, heap });
+    let mut device = ctx.device.clone();
+    device.cores = n as u32;
+    let w = Welcome {
+        version: PROTOCOL_VERSION,
+        client_id: c.id,
+        ring_area_len: RING_AREA_BYTES as u64,
+        doorbells,
+        doorbell_bits: DOORBELL_BITS,
+        device,
+        ports: ctx.ports.clone(),
+    };
+    Ok((w, fd))
+}
+
+/// Sends a reply; false if the client cannot be written to.
+pub(crate) fn send_reply(
+    c: &Client,
+    seq: u64,
+    result: Result<Response, ErrorReply>,
+    fds: Vec<OwnedFd>,
+) -> bool {
+    let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
+    c.chan.send(&ServerMsg::Reply { seq, result }, &borrowed).is_ok()
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}

@@ -1,0 +1,252 @@
+//! The server against fake cores over socket pairs: Hello and policy, objects across
+//! cores, isolation, malformed frames, admin totals, teardown on close.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use iwarp_rdma::QpInfo;
+use iwarp_shm_mem::RegionTable;
+use iwarp_shm_service::{ServiceError, ServiceNotice, ServiceReply, ServiceRequest};
+use iwarp_types::{CqId, PdId, QpId, QpState, SrqId, Stag};
+use iwarp_verbs_proto::*;
+
+use crate::link::CoreLink;
+use crate::policy::{AccountDb, Policy};
+use crate::{ControlConfig, ControlServer};
+
+/// What a fake core saw.
+#[derive(Default)]
+struct Log {
+    requests: Vec<String>,
+    detached: Vec<u32>,
+    live: i64,
+}
+
+struct FakeCore {
+    core: usize,
+    next: u32,
+    log: Arc<Mutex<Log>>,
+    fail_stag_at: bool,
+}
+
+impl CoreLink for FakeCore {
+    fn call(&mut self, req: ServiceRequest, _t: Duration) -> Result<ServiceReply, ServiceError> {
+        self.next += 1;
+        let n = self.next;
+        let mut log = self.log.lock().unwrap();
+        let name = format!("{req:?}");
+        log.requests.push(format!("{}:{}", self.core, name.split([' ', '{']).next().unwrap_or("")));
+        let r = match req {
+            ServiceRequest::AllocPd { .. } => {
+                log.live += 1;
+                ServiceReply::Pd(PdId(n))
+            }
+            ServiceRequest::CreateCq { depth, .. } => {
+                log.live += 1;
+                ServiceReply::Cq { cq: CqId(n), depth }
+            }
+            ServiceRequest::CreateQp { attr, .. } => {
+                log.live += 1;
+                ServiceReply::Qp { qp: QpId(n), attr }
+            }
+            ServiceRequest::CreateSrq { max_wr, max_sge, .. } => ServiceReply::Srq { srq: SrqId(n), max_wr, max_sge },
+            ServiceRequest::RegMr { at, .. } | ServiceRequest::AllocMr { at, .. } | ServiceRequest::AllocMw { at, .. } => {
+                if at.is_some() && self.fail_stag_at {
+                    return Err(ServiceError::Verb(iwarp_types::VerbError::InsufficientResources));
+                }
+                log.live += 1;
+                ServiceReply::Stag(at.unwrap_or(Stag(0x0012_3400 | n << 8)))
+            }
+            ServiceRequest::DeallocPd { .. } | ServiceRequest::DestroyCq { .. } | ServiceRequest::DestroyQp { .. } | ServiceRequest::DeallocStag { .. } => {
+                log.live -= 1;
+                ServiceReply::Done
+            }
+            ServiceRequest::DetachClient { client } => {
+                log.detached.push(client);
+                log.live = 0;
+                ServiceReply::Detached(Default::default())
+            }
+            ServiceRequest::QueryQp { qp, .. } => ServiceReply::QpInfo(QpInfo {
+                id: qp,
+                state: QpState::Idle,
+                attr: iwarp_rdma::QpAttr {
+                    pd: PdId(0), send_cq: CqId(0), recv_cq: CqId(0), srq: None, sq_depth: 8, rq_depth: 8,
+                    max_send_sge: 1, max_recv_sge: 1, ord: 1, ird: 1, inbound_read: true, inbound_write: true,
+                    bind_enabled: false, privileged: false,
+                },
+                conn: None, terminate: None, terminate_received: None, rq_limit: 0, rq_limit_armed: false,
+            }),
+            _ => ServiceReply::Done,
+        };
+        Ok(r)
+    }
+
+    fn poll_notice(&mut self) -> Option<ServiceNotice> {
+        None
+    }
+}
+
+fn device() -> DeviceAttr {
+    DeviceAttr {
+        vendor: "t".into(), daemon: "t".into(), version: "0".into(), ports: 1, cores: 2, max_qp: 64,
+        max_qp_wr: 1024, max_sge: 4, max_cq: 64, max_cqe: 4096, max_mr: 64, max_mr_size: 1 << 30,
+        max_pd: 64, max_srq: 64, max_srq_wr: 1024, max_ird: 16, max_ord: 16, max_arena_bytes: 1 << 30,
+        max_private_data: 512, memory_windows: true, srq: true,
+    }
+}
+
+fn server(fail_stag_at: bool) -> (ControlServer<FakeCore>, Arc<Mutex<Log>>, Arc<RegionTable>) {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let cores = (0..2).map(|core| FakeCore { core, next: 0, log: log.clone(), fail_stag_at }).collect();
+    let regions = Arc::new(RegionTable::new(64));
+    let cfg = ControlConfig { max_objects: 8, max_arena_bytes: 1 << 20, ..ControlConfig::default() };
+    let mut s = ControlServer::new(cfg, cores, regions.clone(), device(), Vec::new(), None).unwrap();
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
+    let db = AccountDb::from_text("", "");
+    s.set_policy(Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(), db);
+    (s, log, regions)
+}
+
+struct Peer {
+    chan: Channel,
+    seq: u64,
+}
+
+impl Peer {
+    fn call(&mut self, s: &mut ControlServer<FakeCore>, request: Request) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
+        self.seq += 1;
+        self.chan.send(&ClientMsg { seq: self.seq, request }, &[]).unwrap();
+        self.reply(s)
+    }
+
+    fn reply(&mut self, s: &mut ControlServer<FakeCore>) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
+        for _ in 0..200 {
+            s.step(Duration::from_millis(1));
+            match self.chan.recv::<ServerMsg>() {
+                Ok((ServerMsg::Reply { result, .. }, fds)) => return (result, fds),
+                Ok(_) | Err(RecvError::WouldBlock) => {}
+                Err(e) => panic!("{e}"),
+            }
+        }
+        panic!("no reply");
+    }
+}
+
+fn connect(s: &mut ControlServer<FakeCore>) -> (Peer, Welcome) {
+    let (a, b) = Channel::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    s.adopt(b).unwrap();
+    let mut p = Peer { chan: a, seq: 0 };
+    let (r, fds) = p.call(s, Request::Hello { version: PROTOCOL_VERSION, name: "t".into() });
+    match r {
+        Ok(Response::Welcome(w)) => {
+            assert_eq!(fds.len(), 1, "the ring area travels with Welcome");
+            (p, w)
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+fn ok<T>(r: (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>), f: impl Fn(Response) -> Option<T>) -> T {
+    f(r.0.expect("ok")).expect("kind")
+}
+
+#[test]
+fn objects_span_cores_stay_private_and_go_with_their_client() {
+    let (mut s, log, regions) = server(false);
+    let (mut p, w) = connect(&mut s);
+    assert_eq!(w.doorbells.len(), 2);
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
+    let cq = ok(p.call(&mut s, Request::CreateCq(CqCreate { depth: 16, channel: None })), |r| if let Response::Cq(x) = r { Some(x) } else { None });
+    assert_eq!(cq.rings.len(), 2, "one sub-ring per core");
+    let qp = QpCreate {
+        pd, send_cq: cq.cq, recv_cq: cq.cq, srq: None,
+        cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1 },
+        sq_sig_all: true, ord: 1, ird: 1, remote_read: true, remote_write: true, bind_enabled: false, for_cm_id: None,
+    };
+    let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| if let Response::Qp(x) = r { Some(x) } else { None });
+    assert!(q.rq.is_some() && q.sq.doorbell_bit != q.rq.unwrap().doorbell_bit);
+    let (r, fds) = p.call(&mut s, Request::AllocArena { len: 8192, hugepages_required: false });
+    let arena = match r.unwrap() { Response::Arena { arena, .. } => arena, o => panic!("{o:?}") };
+    assert_eq!(fds.len(), 1);
+    assert_eq!(regions.len(), 1);
+    let reg = MrReg { pd, arena, offset: 0, len: 4096, va: 0, zero_based: true, access: AccessFlags::LOCAL_WRITE };
+    ok(p.call(&mut s, Request::RegMr(reg)), |r| if let Response::Stag(x) = r { Some(x) } else { None });
+    let e = p.call(&mut s, Request::RegMr(MrReg { len: 8193, ..reg })).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidLength);
+    assert_eq!(p.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code, ErrorCode::InUse);
+
+    // Another client cannot name any of it.
+    let (mut o, w2) = connect(&mut s);
+    assert_ne!(w2.client_id, w.client_id);
+    assert_eq!(o.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code, ErrorCode::NoSuchObject);
+    assert_eq!(o.call(&mut s, Request::DestroyCq(cq.cq)).0.unwrap_err().code, ErrorCode::NoSuchObject);
+    assert_eq!(o.call(&mut s, Request::FreeArena(arena)).0.unwrap_err().code, ErrorCode::NoSuchObject);
+    assert_eq!(o.call(&mut s, Request::QueryQp(q.qp)).0.unwrap_err().code, ErrorCode::NoSuchObject);
+    // Malformed frames get BadMessage; Hello twice is NotReady.
+    o.chan.send_raw(b"not a frame", &[]).unwrap();
+    assert_eq!(o.reply(&mut s).0.unwrap_err().code, ErrorCode::BadMessage);
+    let e = o.call(&mut s, Request::Hello { version: PROTOCOL_VERSION, name: "x".into() }).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotReady);
+
+    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| if let Response::Admin(AdminResponse::Status(x)) = r { Some(x) } else { None });
+    assert_eq!((status.totals.pds, status.totals.cqs, status.totals.qps, status.totals.mrs, status.totals.arenas), (1, 1, 1, 1, 1));
+    assert_eq!(status.clients, 2);
+
+    // Killed: the socket closes; everything goes, on every core, arenas last.
+    drop(p);
+    for _ in 0..20 {
+        s.step(Duration::from_millis(1));
+    }
+    assert_eq!(s.clients(), 1);
+    assert_eq!(regions.len(), 0, "arena left the region table");
+    let l = log.lock().unwrap();
+    assert_eq!(l.detached, vec![w.client_id, w.client_id], "detached on both cores");
+    let fences = l.requests.iter().rposition(|r| r.ends_with(":Fence")).unwrap();
+    let detach = l.requests.iter().rposition(|r| r.ends_with(":DetachClient")).unwrap();
+    assert!(fences > detach, "fence after detach: {:?}", l.requests);
+    drop(l);
+    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| if let Response::Admin(AdminResponse::Status(x)) = r { Some(x) } else { None });
+    assert_eq!(status.totals, ObjectTotals::default());
+}
+
+#[test]
+fn replication_failure_rolls_back_and_limits_hold() {
+    let (mut s, log, _) = server(true);
+    let (mut p, _) = connect(&mut s);
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
+    let e = p.call(&mut s, Request::AllocMw { pd, kind: MwKind::Type1 }).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::InsufficientResources);
+    assert!(log.lock().unwrap().requests.iter().any(|r| r == "0:DeallocStag"), "core 0 rolled back");
+    for _ in 0..7 {
+        p.call(&mut s, Request::AllocPd).0.unwrap();
+    }
+    assert_eq!(p.call(&mut s, Request::AllocPd).0.unwrap_err().code, ErrorCode::LimitReached);
+    let e = p.call(&mut s, Request::AllocArena { len: 2 << 20, hugepages_required: false }).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::LimitReached);
+    assert_eq!(p.call(&mut s, Request::Admin(AdminRequest::Clients)).0.map(|_| ()), Ok(()));
+}
+
+#[test]
+fn refused_peers_and_versions() {
+    let (mut s, _, _) = server(false);
+    let db = AccountDb::from_text("", "");
+    s.set_policy(Policy::resolve(&db, &[], &[], &[]).unwrap(), db);
+    let (a, b) = Channel::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    s.adopt(b).unwrap();
+    let mut p = Peer { chan: a, seq: 0 };
+    let (r, _) = p.call(&mut s, Request::Hello { version: PROTOCOL_VERSION + 1, name: "v".into() });
+    assert_eq!(r.unwrap_err().code, ErrorCode::VersionMismatch);
+    let (a, b) = Channel::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    s.adopt(b).unwrap();
+    let mut p = Peer { chan: a, seq: 0 };
+    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap() == 0;
+    let (r, _) = p.call(&mut s, Request::Hello { version: PROTOCOL_VERSION, name: "u".into() });
+    if root {
+        assert!(r.is_ok(), "root is always admitted");
+    } else {
+        assert_eq!(r.unwrap_err().code, ErrorCode::PermissionDenied);
+    }
+}
