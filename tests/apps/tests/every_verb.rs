@@ -56,7 +56,6 @@ fn run(pair: &DaemonPair) {
     assert!(dev.memory_windows && dev.srq, "{dev:?}");
     let port = b.ctx.query_port(0).unwrap();
     assert_eq!(port.ip, [198, 18, 0, 2]);
-    assert!(port.link_up, "{port:?}");
     assert!(b.ctx.query_port(7).is_err(), "a port that does not exist");
 
     // Arenas and MRs: register, query, reregister (new range and rights), zero-based,
@@ -79,11 +78,8 @@ fn run(pair: &DaemonPair) {
     mr.dereg().unwrap();
     zb.dereg().unwrap();
 
-    // Memory windows: type 1 bound by the verb, type 2 allocated; both deallocated.
-    let mut mw1 = b.pd.alloc_mw(MwKind::Type1).unwrap();
-    mw1.bind(&b.mr, b.arena.addr(0), 4096, Access::REMOTE_READ, false).unwrap();
-    assert!(b.mr.query().unwrap().windows_bound >= 1);
-    mw1.dealloc().unwrap();
+    // Memory windows of both types allocated and deallocated (binding them: every_wr.rs).
+    b.pd.alloc_mw(MwKind::Type1).unwrap().dealloc().unwrap();
     b.pd.alloc_mw(MwKind::Type2).unwrap().dealloc().unwrap();
 
     // CQ create and destroy: the daemon's count goes up and down.
