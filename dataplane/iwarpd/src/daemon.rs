@@ -8,13 +8,14 @@ use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use iwarp_config::{Config, HugepageMode, LoadgenArgs, NicInfo, Seeds};
 use iwarp_dpdk::{memif, Eal, EalArgs, MemoryMode};
-use iwarp_loadgen::{Arena, ServerConfig};
+use iwarp_loadgen::{Arena, ClientSpec, ServerConfig};
 use iwarp_runtime::control::AppBox;
 use iwarp_runtime::{
     control_channel, Capture, CaptureWriter, Core, CoreConfig, CoreLinks, CoreStats, ForwardMesh,
     PortSetup, Snapshot, SystemClock,
 };
-use iwarp_types::{RegionId, VecMemory};
+use iwarp_shm_mem::ShmMemory;
+use iwarp_types::RegionId;
 use iwarp_wire::pcap::TsResolution;
 
 use crate::apps::{AppResult, Deferred, Kind, Shared};
@@ -29,6 +30,19 @@ const SERVER_ARENA: RegionId = RegionId(0);
 pub const CLIENT_ARENA: RegionId = RegionId(1);
 /// Target buffers of a load generator server per core.
 const SERVER_BUFFERS: u32 = 64;
+/// Bytes of one core's slice of a heap arena (page aligned, at least one page).
+fn slice_bytes(len: u64) -> u64 {
+    len.max(1).next_multiple_of(4096)
+}
+
+/// Offset of core `core`'s load generator client arena in [`CLIENT_ARENA`].
+pub fn client_arena_offset(per_core: &[ClientSpec], core: usize) -> u64 {
+    per_core[..core]
+        .iter()
+        .map(|s| slice_bytes(s.required_arena_bytes()))
+        .sum()
+}
+
 /// How long a port may take to come up before the load generator gives up.
 const LINK_WAIT: StdDuration = StdDuration::from_secs(15);
 
@@ -51,7 +65,7 @@ fn fail(message: impl Into<String>) -> Failure {
 /// Per core, what the control thread keeps.
 struct CoreHandle {
     lcore: u32,
-    control: iwarp_runtime::ControlHandle<VecMemory>,
+    control: iwarp_runtime::ControlHandle<ShmMemory>,
     stats: Arc<CoreStats>,
     result: Arc<Mutex<Option<Result<Snapshot, String>>>>,
 }
@@ -59,6 +73,9 @@ struct CoreHandle {
 /// Runs the daemon until a signal (or, with `loadgen`, until the run is over).
 pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     let stop = Arc::new(AtomicBool::new(false));
+    // The cores stop after the control thread has torn its clients down.
+    let core_stop = Arc::new(AtomicBool::new(false));
+    let control_stop = Arc::new(AtomicBool::new(false));
     for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         signal_hook::flag::register(sig, Arc::clone(&stop))
             .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
@@ -134,6 +151,17 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .unwrap_or(1514);
     let mesh = ForwardMesh::new(n, 1024, frame_len);
     let server_cfg = server_config(&cfg);
+    // One region table for every core: the load generator's heap arenas (a slice per
+    // core) first, then the verbs clients' arenas.
+    let server_slice = slice_bytes(server_cfg.map_or(0, |s| s.required_arena_bytes()));
+    let client_total = client_spec
+        .as_ref()
+        .map_or(0, |(_, per_core)| client_arena_offset(per_core, per_core.len()));
+    let heap = [server_slice * n as u64, client_total.max(1)]
+        .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
+    let mem = ShmMemory::with_heap_arenas(&heap)
+        .map_err(|e| fail(format!("load generator memory: {e}")))?;
+    let regions = Arc::clone(mem.table());
     let mut cores = Vec::with_capacity(n);
     for core in 0..n {
         let h = launch_core(
@@ -144,11 +172,8 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             seeds,
             &mesh,
             capture.as_ref(),
-            client_spec
-                .as_ref()
-                .map(|(_, per_core)| per_core[core].required_arena_bytes()),
-            server_cfg.as_ref(),
-            &stop,
+            mem.clone(),
+            &core_stop,
         )?;
         cores.push(h);
     }
@@ -173,7 +198,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             let shared: Shared = Arc::new(Mutex::new(AppResult::default()));
             let arena = Arena {
                 region: SERVER_ARENA,
-                offset: 0,
+                offset: server_slice * i as u64,
                 len: sc.required_arena_bytes(),
             };
             let app = Deferred::new(Kind::Server(*sc), arena, Arc::clone(&shared));
@@ -192,6 +217,31 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         }
         info!("load generator server listening on port {}", sc.port);
     }
+    let control_thread = if cfg.control.enabled {
+        let mut handles = Vec::with_capacity(n);
+        for (i, c) in cores.iter_mut().enumerate() {
+            let (handle, svc) = crate::verbs::service(&cfg, i, &ports);
+            c.control
+                .call(
+                    0,
+                    iwarp_runtime::Op::StartApp(AppBox(Box::new(svc))),
+                    StdDuration::from_secs(5),
+                )
+                .map_err(|e| fail(format!("core {i}: cannot start the verbs service: {e:?}")))?;
+            handles.push(handle);
+        }
+        let stats = cores.iter().map(|c| Arc::clone(&c.stats)).collect();
+        let t = crate::verbs::start(&cfg, handles, regions, &ports, stats, Arc::clone(&control_stop))
+            .map_err(fail)?;
+        info!(
+            "verbs socket {}",
+            cfg.control.socket_path(&cfg.daemon.name)
+        );
+        Some(t)
+    } else {
+        drop(regions);
+        None
+    };
     let stats_server = match cfg.daemon.stats_socket_path() {
         Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
         None => None,
@@ -264,9 +314,17 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         }
         std::thread::sleep(StdDuration::from_millis(5));
     }
-    // Orderly shutdown: the cores see the flag, close their QPs (FIN) within the grace
-    // period, then return their final counters.
+    // Orderly shutdown: the control thread tells its clients and tears them down while
+    // the cores still run; then the cores see the flag, close their QPs (FIN) within the
+    // grace period, and return their final counters.
     stop.store(true, Ordering::Relaxed);
+    control_stop.store(true, Ordering::Relaxed);
+    if let Some(t) = control_thread {
+        if t.join().is_err() {
+            error!("the control thread panicked");
+        }
+    }
+    core_stop.store(true, Ordering::Relaxed);
     let mut finals = Vec::with_capacity(n);
     for (i, c) in cores.iter().enumerate() {
         let rc = eal.wait(c.lcore);
@@ -315,8 +373,7 @@ fn launch_core(
     seeds: Seeds,
     mesh: &ForwardMesh,
     capture: Option<&Capture>,
-    client_arena: Option<u64>,
-    server: Option<&ServerConfig>,
+    mem: ShmMemory,
     stop: &Arc<AtomicBool>,
 ) -> Result<CoreHandle, Failure> {
     let mut setups = Vec::with_capacity(ports.len());
@@ -338,13 +395,9 @@ fn launch_core(
         setups.push((port_id, engine, q, p.steering.clone()));
     }
     let stats = Arc::new(CoreStats::new(core, &port_ids));
-    let (control, core_control) = control_channel::<VecMemory>(core, 256, 8192);
+    let (control, core_control) = control_channel::<ShmMemory>(core, 256, 8192);
     let forward = mesh.ends(core);
     let capture_end = capture.and_then(|c| c.core_end(core));
-    let mut mem = VecMemory::new();
-    let server_bytes = server.map(|s| s.required_arena_bytes()).unwrap_or(0);
-    mem.add_arena(usize::try_from(server_bytes).unwrap_or(0));
-    mem.add_arena(usize::try_from(client_arena.unwrap_or(0)).unwrap_or(0));
     let burst = cfg
         .ports
         .iter()

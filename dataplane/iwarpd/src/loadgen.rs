@@ -11,7 +11,8 @@ use iwarp_config::{Config, LoadgenArgs, LoadgenOp};
 use iwarp_loadgen::{Arena, ClientSpec, Op, Report};
 use iwarp_runtime::control::AppBox;
 use iwarp_runtime::{ControlHandle, Op as CoreOp};
-use iwarp_types::{Duration, VecMemory};
+use iwarp_shm_mem::ShmMemory;
+use iwarp_types::Duration;
 
 use crate::apps::{AppResult, Deferred, Kind, Shared};
 use crate::daemon::Failure;
@@ -102,7 +103,7 @@ impl ClientRun {
     #[allow(clippy::too_many_arguments)]
     pub fn step(
         &mut self,
-        controls: &mut [&mut ControlHandle<VecMemory>],
+        controls: &mut [&mut ControlHandle<ShmMemory>],
         ports: &[OpenPort],
         links_up: bool,
         started: StdInstant,
@@ -138,7 +139,7 @@ impl ClientRun {
                         Box::new(move |p: u16| steering.owner(peer, me, peer_port, p) == core);
                     let arena = Arena {
                         region: crate::daemon::CLIENT_ARENA,
-                        offset: 0,
+                        offset: crate::daemon::client_arena_offset(&self.per_core, core),
                         len: spec.required_arena_bytes(),
                     };
                     let app = Deferred::new(Kind::Client(spec, steer), arena, Arc::clone(&s));

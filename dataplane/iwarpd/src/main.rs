@@ -7,6 +7,7 @@ mod loadgen;
 mod log;
 mod ports;
 mod stats;
+mod verbs;
 
 use std::process::ExitCode;
 

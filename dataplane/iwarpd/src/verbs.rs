@@ -1,0 +1,132 @@
+//! The verbs plane of the daemon (docs/APPS.md): one `ShmService` app per dataplane core
+//! and the control server (`iwarp-control`) on its own thread, serving the verbs socket.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use iwarp_config::{Config, QpPlacement};
+use iwarp_control::{ControlConfig, ControlServer};
+use iwarp_runtime::{CoreStats, Placement, PlacementPolicy};
+use iwarp_shm_mem::RegionTable;
+use iwarp_shm_service::{service_channel_with, PortFilter, ServiceConfig, ServiceHandle, ShmService};
+use iwarp_verbs_proto::{DeviceAttr, PortAttr};
+
+use crate::ports::OpenPort;
+
+/// Requests, replies and notices queued between the control thread and one core.
+const SERVICE_QUEUE: usize = 1024;
+
+/// The control server's configuration from `[control]`.
+pub fn control_config(cfg: &Config) -> ControlConfig {
+    let c = &cfg.control;
+    ControlConfig {
+        socket: c.socket_path(&cfg.daemon.name).into(),
+        allow_users: c.allow_users.clone(),
+        allow_groups: c.allow_groups.clone(),
+        admin_users: c.admin_users.clone(),
+        max_clients: c.max_clients as usize,
+        max_arena_bytes: c.max_arena_mb << 20,
+        max_objects: c.max_objects,
+        p2p: cfg.mpa.p2p,
+        name: cfg.daemon.name.clone(),
+        ..ControlConfig::default()
+    }
+}
+
+/// The service of core `core`, whose active opens take local ports steered back to it.
+pub fn service(cfg: &Config, core: usize, ports: &[OpenPort]) -> (ServiceHandle, ShmService) {
+    let port_filter: Option<PortFilter> = ports.first().map(|p| {
+        let steering = p.steering.clone();
+        let me = p.local_ip;
+        let f: PortFilter = Arc::new(move |ip: core::net::Ipv4Addr, rport: u16, lport: u16| {
+            steering.owner(ip.octets(), me, rport, lport) == core
+        });
+        f
+    });
+    let sc = ServiceConfig {
+        max_clients: cfg.control.max_clients as usize,
+        port_filter,
+        ..ServiceConfig::default()
+    };
+    service_channel_with(core, SERVICE_QUEUE, sc)
+}
+
+fn device(cfg: &Config, cores: usize) -> DeviceAttr {
+    let l = &cfg.limits;
+    let c = &cfg.control;
+    DeviceAttr {
+        vendor: "iwarpd software iWARP".into(),
+        daemon: cfg.daemon.name.clone(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        ports: cfg.ports.len() as u32,
+        cores: cores as u32,
+        max_qp: l.max_qps.min(c.max_objects),
+        max_qp_wr: l.max_sq_wr.min(l.max_rq_wr),
+        max_sge: l.max_sge,
+        max_cq: l.max_cqs.min(c.max_objects),
+        max_cqe: l.max_cqe,
+        max_mr: l.max_mrs.min(c.max_objects),
+        max_mr_size: c.max_arena_mb << 20,
+        max_pd: l.max_pds.min(c.max_objects),
+        max_srq: l.max_srqs.min(c.max_objects),
+        max_srq_wr: l.max_srq_wr,
+        max_ird: l.max_ird,
+        max_ord: l.max_ord,
+        max_arena_bytes: c.max_arena_mb << 20,
+        max_private_data: cfg.mpa.private_data_max,
+        memory_windows: true,
+        srq: true,
+    }
+}
+
+fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
+    ports
+        .iter()
+        .enumerate()
+        .map(|(i, p)| {
+            let link = p.port.link();
+            PortAttr {
+                index: i as u32,
+                ip: p.local_ip,
+                prefix_len: cfg.ports[i].prefix_len,
+                mac: p.port.mac(),
+                mtu: cfg.ports[i].mtu,
+                device: cfg.ports[i].device.dpdk_name().to_string(),
+                link_up: link.up,
+                speed_mbps: link.speed_mbps,
+            }
+        })
+        .collect()
+}
+
+/// The control server, bound to its socket, running on its own thread until `stop`.
+pub fn start(
+    cfg: &Config,
+    handles: Vec<ServiceHandle>,
+    regions: Arc<RegionTable>,
+    ports: &[OpenPort],
+    stats: Vec<Arc<CoreStats>>,
+    stop: Arc<AtomicBool>,
+) -> Result<JoinHandle<()>, String> {
+    let n = handles.len();
+    let policy = match cfg.cores.qp_placement {
+        QpPlacement::LeastLoaded => PlacementPolicy::LeastLoaded,
+        QpPlacement::RoundRobin => PlacementPolicy::RoundRobin,
+        QpPlacement::Hash => PlacementPolicy::Hash,
+    };
+    let mut server = ControlServer::new(
+        control_config(cfg),
+        handles,
+        regions,
+        device(cfg, n),
+        port_attrs(cfg, ports),
+        Some(Placement::new(policy, stats)),
+    )?;
+    server.bind()?;
+    std::thread::Builder::new()
+        .name("iwarpd-control".into())
+        .spawn(move || server.run(&stop))
+        .map_err(|e| format!("cannot start the control thread: {e}"))
+}
+
