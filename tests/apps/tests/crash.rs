@@ -27,6 +27,7 @@ const BYSTANDER: u32 = u32::MAX;
 /// What the server thread reports: a connection of `tag` came up or went down.
 #[derive(Debug)]
 enum News {
+    Listening,
     Up(u32),
     Down(u32),
     Odd(String),
@@ -38,6 +39,7 @@ fn server(socket: std::path::PathBuf, stop: Arc<AtomicBool>, news: mpsc::Sender<
     let a = Side::open("server", &socket);
     let listener = a.cm.create_id().expect("create_id");
     listener.listen(PORT, 64).expect("listen");
+    let _ = news.send(News::Listening);
     let mut conns: HashMap<CmIdHandle, (CmId, Qp, u32)> = HashMap::new();
     let mut next_slot = 1usize;
     while !stop.load(Ordering::Acquire) {
@@ -154,6 +156,7 @@ fn crash_cycles(seed: u64) {
         let stop = stop.clone();
         std::thread::spawn(move || server(socket, stop, tx))
     };
+    wait_news(&rx, |n| matches!(n, News::Listening), Duration::from_secs(10), "server listening");
     let (mut bystander, mut bout) = spawn_client(&pair.b.socket, BYSTANDER);
     let bystander_id = ready(&mut bout, "bystander");
     wait_news(&rx, |n| matches!(n, News::Up(BYSTANDER)), Duration::from_secs(10), "bystander Established");
@@ -165,7 +168,10 @@ fn crash_cycles(seed: u64) {
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..30_000)));
         victim.kill().expect("SIGKILL");
         let st = victim.wait().expect("wait");
-        assert!(st.code().is_none(), "cycle {cycle}: the victim exited by itself ({st}) before the kill");
+        if st.code().is_some() {
+            let rest: Vec<String> = vout.lines().map_while(std::io::Result::ok).collect();
+            panic!("cycle {cycle}: the victim exited by itself ({st}) before the kill: {rest:?}");
+        }
         let took = pair.b.wait_objects_freed(&[bystander_id], Duration::from_secs(10));
         slowest = slowest.max(took);
         let mut admin = pair.b.admin();

@@ -205,3 +205,22 @@ fn type1_window_bound_by_verb_exposes_verified_bytes() {
     assert!(a.mr.query().unwrap().windows_bound >= 1);
     mw1.dealloc().unwrap();
 }
+
+/// An RDMA Read into an MR with Local Write only (what verbs asks of a Read's sink).
+#[test]
+fn read_into_a_local_write_only_mr() {
+    if skip("read_into_a_local_write_only_mr") {
+        return;
+    }
+    let _lock = SystemLock::acquire();
+    let pair = DaemonPair::start("rdlw");
+    let mut a = Side::open("A", &pair.a.socket);
+    let mut b = Side::open("B", &pair.b.socket);
+    let (_aqp, _aid, mut bqp, _bid) = connect(&mut a, A_IP, &mut b, 9403, b"", b"");
+    let sink = b.pd.reg_mr(&b.arena, 0, 4096, Access::LOCAL_WRITE).unwrap();
+    a.fill(0, 4096, 12);
+    let rd = SendOp::Read { remote_to: a.arena.addr(0), rkey: a.mr.rkey(), invalidate_local: false };
+    let c = b.post_and_complete(&mut bqp, wr(18, rd, &[sink.sge(0, 4096).unwrap()]));
+    check_cqe(&c, 18, WcOpcode::Read, WcStatus::Success);
+    assert!(b.holds(0, 4096, 12), "Read payload");
+}
