@@ -384,7 +384,8 @@ fn bind_mw<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, b: MwBindReq) -> Res {
     if matches!(mr.kind, StagKind::Mw(_)) {
         return Err(err(ErrorCode::InvalidStag, "a window cannot be bound to a window"));
     }
-    let access = access_of(b.access)?;
+    // A window carries remote rights only: no implied Local Read.
+    let access = access_of(b.access).map(|_| Access(b.access.0))?;
     let pds = pd_cores(c, PdHandle(mw.pd))?;
     let bind = MwBind { mw: Stag(b.mw.0), mr: Stag(b.mr.0), to: b.va, len: b.len, access, zero_based: b.zero_based };
     for (core, pd) in pds.iter().enumerate() {
