@@ -128,6 +128,7 @@ impl Node {
             inbound_write: true,
             bind_enabled: false,
             privileged: false,
+            fast_reg: false,
         };
         let (qp, _) = r.create_qp(&attr).map_err(|e| err(e, "create_qp"))?;
         let access =

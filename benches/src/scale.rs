@@ -210,6 +210,7 @@ impl Side {
             inbound_write: true,
             bind_enabled: false,
             privileged: false,
+            fast_reg: false,
         };
         let mut qps = Vec::with_capacity(n);
         for _ in 0..n {

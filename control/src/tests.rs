@@ -72,7 +72,7 @@ impl CoreLink for FakeCore {
                 attr: iwarp_rdma::QpAttr {
                     pd: PdId(0), send_cq: CqId(0), recv_cq: CqId(0), srq: None, sq_depth: 8, rq_depth: 8,
                     max_send_sge: 1, max_recv_sge: 1, ord: 1, ird: 1, inbound_read: true, inbound_write: true,
-                    bind_enabled: false, privileged: false,
+                    bind_enabled: false, privileged: false, fast_reg: false,
                 },
                 conn: None, terminate: None, terminate_received: None, rq_limit: 0, rq_limit_armed: false,
             }),

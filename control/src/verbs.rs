@@ -420,6 +420,9 @@ fn create_qp<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: QpCreate) -> Res 
         inbound_write: a.remote_write,
         bind_enabled: a.bind_enabled,
         privileged: false,
+        // Fast-Register is safe for clients: the service resolves a FastReg's arena
+        // through the client's own arenas and the engine checks the PD (docs/APPS.md).
+        fast_reg: true,
     };
     let req = ServiceRequest::CreateQp {
         client: c.id,

@@ -328,6 +328,7 @@ pub fn qp_attr(pd: PdId, cq: CqId) -> QpAttr {
         inbound_write: true,
         bind_enabled: true,
         privileged: true,
+        fast_reg: true,
     }
 }
 

@@ -229,6 +229,7 @@ impl LoadgenClient {
                 inbound_write: true,
                 bind_enabled: false,
                 privileged: false,
+                fast_reg: false,
             };
             match r.create_qp(&attr) {
                 Ok((qp, _)) => qps.push(QpSlot {

@@ -341,6 +341,7 @@ impl LoadgenServer {
             inbound_write: hello.op == Op::Write,
             bind_enabled: false,
             privileged: false,
+            fast_reg: false,
         };
         let (qp, attr) = engine
             .rnic_mut()

@@ -40,6 +40,7 @@ fn verbs(tb: &mut Testbed, w: Which) -> (QpId, CqId, Stag) {
         inbound_write: true,
         bind_enabled: false,
         privileged: false,
+        fast_reg: false,
     };
     let Done::Qp(qp, _) = call(Op::CreateQp(attr)) else {
         panic!("qp")

@@ -168,6 +168,7 @@ impl Side {
             inbound_write: true,
             bind_enabled: false,
             privileged: false,
+            fast_reg: false,
         };
         let ServiceReply::Qp { qp, .. } = s
             .call(ServiceRequest::CreateQp {

@@ -118,6 +118,7 @@ impl Node {
                 inbound_write: true,
                 bind_enabled: false,
                 privileged: false,
+                fast_reg: false,
             })
             .ok()?;
         let mut reg = |off: u64, len: u64, access: Access| {

@@ -109,6 +109,7 @@ impl Setup {
             inbound_write: k & 0x20 == 0,
             bind_enabled: true,
             privileged: false,
+            fast_reg: false,
         };
         let (qp, _) = rnic.create_qp(&attr).ok()?;
         let mut regions = Vec::new();

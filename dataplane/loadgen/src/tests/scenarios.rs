@@ -303,6 +303,7 @@ fn bad_hellos_are_rejected_with_a_reason() {
         inbound_write: true,
         bind_enabled: false,
         privileged: false,
+        fast_reg: false,
     };
     let (qp, _) = r.create_qp(&attr).unwrap();
     let params = ConnectParams {

@@ -56,6 +56,7 @@ impl Node {
                 inbound_write: true,
                 bind_enabled: false,
                 privileged: false,
+                fast_reg: false,
             })
             .unwrap();
         let access =

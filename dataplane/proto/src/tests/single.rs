@@ -239,6 +239,7 @@ fn connect_to_silent_neighbour_fails_unreachable() {
         inbound_write: true,
         bind_enabled: false,
         privileged: false,
+        fast_reg: false,
     };
     let (qp, _) = e.rnic_mut().create_qp(&attr).unwrap();
     let silent = Ipv4Addr::new(10, 0, 0, 3);

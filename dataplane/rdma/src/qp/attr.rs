@@ -34,6 +34,11 @@ pub struct QpAttr {
     pub bind_enabled: bool,
     /// STag 0 and Fast-Register are enabled (privileged consumers only).
     pub privileged: bool,
+    /// Fast-Register is enabled without STag 0: for a privileged intermediary that has
+    /// verified the consumer's right to every buffer a Fast-Register can name (verbs R
+    /// 8.1.2 item 4; the shared-memory daemon resolves a FastReg's arena through the
+    /// client's own arenas). `privileged` implies it.
+    pub fast_reg: bool,
 }
 
 /// Modify QP inputs (verbs 9.2.5.3). `None` leaves an attribute unchanged; `state: None`

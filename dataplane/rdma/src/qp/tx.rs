@@ -355,8 +355,9 @@ impl Qp {
             }
             SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {
                 self.sq.cursor = seq + 1;
-                let (bind, privileged) = (self.attr.bind_enabled, self.attr.privileged);
-                let status = match ctx.local_op(&op, qp, pd, bind, privileged) {
+                let bind = self.attr.bind_enabled;
+                let fast_reg = self.attr.privileged || self.attr.fast_reg;
+                let status = match ctx.local_op(&op, qp, pd, bind, fast_reg) {
                     Ok(()) => WcStatus::Success,
                     Err(s) => s,
                 };

@@ -188,12 +188,12 @@ fn fast_register_then_remote_write() {
     assert_eq!(p.b.cqes()[0].status, WcStatus::StagNotInvalid);
 }
 
-#[test]
-fn fast_register_needs_a_privileged_qp() {
-    let mut p = Pair::new();
+/// A QP of `pair` side b with the given privileged / fast_reg attributes, established.
+fn side_b_qp(p: &mut Pair, privileged: bool, fast_reg: bool) {
     let s = &mut p.b;
     let mut attr = s.rnic.query_qp(s.qp).unwrap().attr;
-    attr.privileged = false;
+    attr.privileged = privileged;
+    attr.fast_reg = fast_reg;
     let (qp2, _) = s.rnic.create_qp(&attr).unwrap();
     let params = crate::LlpParams {
         ird: 1,
@@ -205,8 +205,12 @@ fn fast_register_needs_a_privileged_qp() {
         .qp_establish(qp2, iwarp_types::ConnId(2), params)
         .unwrap();
     s.qp = qp2;
+}
+
+fn fast_reg_of_side_b(p: &mut Pair) -> SendOp {
+    let s = &mut p.b;
     let stag = s.rnic.alloc_mr_stag(s.pd, 4096, true).unwrap();
-    let fr = SendOp::FastReg {
+    SendOp::FastReg {
         stag,
         region: s.arena,
         region_offset: 0,
@@ -214,10 +218,41 @@ fn fast_register_needs_a_privileged_qp() {
         va: 0,
         access: Access::LOCAL_READ,
         zero_based: true,
-    };
+    }
+}
+
+#[test]
+fn fast_register_needs_a_privileged_qp() {
+    let mut p = Pair::new();
+    side_b_qp(&mut p, false, false);
+    let fr = fast_reg_of_side_b(&mut p);
+    let s = &mut p.b;
     s.post(1, fr, SgList::new(), SIG);
     assert_eq!(s.sent_terminate(), Some(TermCode::RDMAP_LOCAL_CATASTROPHIC));
     assert_eq!(s.cqes()[0].status, WcStatus::QpNotPrivileged);
+}
+
+#[test]
+fn fast_reg_attribute_allows_fast_register_without_stag0() {
+    let mut p = Pair::new();
+    side_b_qp(&mut p, false, true);
+    let fr = fast_reg_of_side_b(&mut p);
+    let s = &mut p.b;
+    s.post(1, fr, SgList::new(), SIG);
+    assert_eq!(s.sent_terminate(), None);
+    assert_eq!(s.cqes()[0].status, WcStatus::Success);
+    // STag 0 stays refused: a Send sourced from it is a protection error.
+    let sgl = SgList::from_slice(&[iwarp_types::Sge {
+        lkey: Stag::ZERO,
+        addr: 0,
+        length: 8,
+    }])
+    .unwrap();
+    s.post(2, SendOp::Send, sgl, SIG);
+    assert!(s.sent_terminate().is_some(), "STag 0 without privilege ends the QP");
+    let c = s.cqes();
+    assert_eq!(c.len(), 1);
+    assert_ne!(c[0].status, WcStatus::Success);
 }
 
 #[test]

@@ -91,6 +91,7 @@ impl Side {
             inbound_write: true,
             bind_enabled: true,
             privileged: o.privileged,
+            fast_reg: o.privileged,
         };
         let (qp, _) = rnic.create_qp(&attr).unwrap();
         if o.establish {

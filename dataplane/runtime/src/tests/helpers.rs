@@ -40,6 +40,7 @@ pub fn qp_attr(pd: PdId, cq: CqId) -> QpAttr {
         inbound_write: true,
         bind_enabled: false,
         privileged: false,
+        fast_reg: false,
     }
 }
 
