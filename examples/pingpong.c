@@ -7,9 +7,11 @@
  * The daemon is /run/iwarpd/<DAEMON>.verbs (default "iwarpd"), or the socket in
  * $IWARP_VERBS_SOCKET. The client says ITERS and SIZE in the connection's private data;
  * each ping carries a pattern the server checks and answers inverted, which the client
- * checks in turn. The client prints the average round-trip latency. -e waits for
- * completions on a completion channel instead of busy polling. Exit status 0 means every
- * message arrived intact.
+ * checks in turn. The client prints the average round-trip latency. Before the first
+ * ping, the client RDMA-Writes a pattern into the server's buffer (address and rkey from
+ * the accept's private data) and RDMA-Reads it back; the server checks it too. -e waits
+ * for completions on a completion channel instead of busy polling. Exit status 0 means
+ * every message and every RDMA transfer arrived intact.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -30,6 +32,13 @@ struct hello {
     uint32_t size;
 };
 
+/* The server's answer in the accept's private data: its RDMA target buffer. */
+struct target {
+    uint32_t magic;
+    uint32_t rkey;
+    uint64_t addr;
+};
+
 struct app {
     struct iwv_context *ctx;
     struct iwv_pd *pd;
@@ -43,6 +52,7 @@ struct app {
     struct iwv_qp *qp;
     unsigned char *send_buf;
     unsigned char *recv_buf;
+    unsigned char *rdma_buf; /* server: the RDMA target */
     uint32_t size;
     int events; /* -e */
 };
@@ -186,10 +196,56 @@ static void wait_send_and_recv(struct app *a)
     }
 }
 
+/* One signaled RDMA WR of the whole message between local `buf` and the server's target. */
+static void post_rdma(struct app *a, uint32_t opcode, unsigned char *buf, const struct target *t,
+                      uint64_t wr_id)
+{
+    struct iwv_sge sge = {iwv_mr_addr(a->mr) + (uint64_t)(buf - a->send_buf), a->size,
+                          iwv_mr_lkey(a->mr)};
+    struct iwv_send_wr wr, *bad = NULL;
+    int rc;
+    memset(&wr, 0, sizeof wr);
+    wr.wr_id = wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = opcode;
+    wr.send_flags = IWV_SEND_SIGNALED;
+    wr.rdma.remote_addr = t->addr;
+    wr.rdma.rkey = t->rkey;
+    rc = iwv_post_send(a->qp, &wr, &bad);
+    if (rc < 0)
+        die("iwv_post_send (RDMA)", rc);
+}
+
+/* Client: RDMA Write a pattern into the server's target, RDMA Read it back, compare. */
+static void rdma_check(struct app *a, const struct target *t, uint32_t iters)
+{
+    struct iwv_wc wc;
+    uint32_t k;
+    for (k = 0; k < a->size; k++) {
+        a->send_buf[k] = (unsigned char)(pattern(iters, k) ^ 0x5a);
+        a->rdma_buf[k] = 0;
+    }
+    post_rdma(a, IWV_WR_RDMA_WRITE, a->send_buf, t, 1u << 30);
+    wait_wc(a, &wc);
+    if (wc.opcode != IWV_WC_RDMA_WRITE)
+        fail("expected the RDMA Write's completion");
+    post_rdma(a, IWV_WR_RDMA_READ, a->rdma_buf, t, (1u << 30) + 1);
+    wait_wc(a, &wc);
+    if (wc.opcode != IWV_WC_RDMA_READ) {
+        fprintf(stderr, "pingpong: completion opcode %u (byte_len %u), expected the Read's\n",
+                wc.opcode, wc.byte_len);
+        exit(1);
+    }
+    if (memcmp(a->rdma_buf, a->send_buf, a->size) != 0)
+        fail("the RDMA Read did not bring back what the RDMA Write put");
+    printf("pingpong: RDMA Write and Read of %u bytes verified\n", a->size);
+}
+
 /* Context, memory, CQ and CM channel for messages of `size` bytes. */
 static void setup(struct app *a, const char *daemon, uint32_t size)
 {
-    size_t len = 2 * (size_t)size;
+    size_t len = 3 * (size_t)size;
     a->ctx = iwv_open(daemon);
     if (!a->ctx)
         die("iwv_open", iwv_last_error());
@@ -197,11 +253,13 @@ static void setup(struct app *a, const char *daemon, uint32_t size)
         die("iwv_alloc_pd", iwv_last_error());
     if (!(a->arena = iwv_alloc_arena(a->ctx, len, 0)))
         die("iwv_alloc_arena", iwv_last_error());
-    a->mr = iwv_reg_mr(a->pd, a->arena, 0, len, IWV_ACCESS_LOCAL_WRITE);
+    a->mr = iwv_reg_mr(a->pd, a->arena, 0, len,
+                       IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_READ);
     if (!a->mr)
         die("iwv_reg_mr", iwv_last_error());
     a->send_buf = iwv_arena_addr(a->arena);
     a->recv_buf = a->send_buf + size;
+    a->rdma_buf = a->send_buf + 2 * (size_t)size;
     a->size = size;
     if (a->events && !(a->comp = iwv_create_comp_channel(a->ctx)))
         die("iwv_create_comp_channel", iwv_last_error());
@@ -220,6 +278,8 @@ static void qp_attr(struct app *a, struct iwv_qp_init_attr *attr)
     attr->cap.max_recv_wr = 4;
     attr->cap.max_send_sge = 1;
     attr->cap.max_recv_sge = 1;
+    attr->remote_read = 1;
+    attr->remote_write = 1;
 }
 
 static void teardown(struct app *a)
@@ -260,6 +320,8 @@ static int run_server(struct app *a, const char *daemon, uint16_t port)
     struct iwv_addr addr;
     struct iwv_qp_init_attr attr;
     struct iwv_cm_event *ev;
+    struct iwv_conn_param param;
+    struct target t;
     struct hello h;
     uint32_t i, k;
     int rc;
@@ -289,13 +351,20 @@ static int run_server(struct app *a, const char *daemon, uint16_t port)
     }
     a->size = h.size;
     a->recv_buf = a->send_buf + a->size;
+    a->rdma_buf = a->send_buf + 2 * (size_t)a->size;
     iwv_ack_cm_event(ev);
 
     qp_attr(a, &attr);
     if (!(a->qp = iwv_cm_create_qp(a->id, a->pd, &attr)))
         die("iwv_cm_create_qp", iwv_last_error());
     post_recv(a, 0);
-    if ((rc = iwv_accept(a->id, a->qp, NULL)) < 0)
+    memset(&param, 0, sizeof param);
+    t.magic = MAGIC;
+    t.rkey = iwv_mr_rkey(a->mr);
+    t.addr = iwv_mr_addr(a->mr) + (uint64_t)(a->rdma_buf - a->send_buf);
+    param.private_data = &t;
+    param.private_data_len = sizeof t;
+    if ((rc = iwv_accept(a->id, a->qp, &param)) < 0)
         die("iwv_accept", rc);
     ev = expect_cm(a, IWV_CM_EVENT_ESTABLISHED);
     iwv_ack_cm_event(ev);
@@ -305,6 +374,10 @@ static int run_server(struct app *a, const char *daemon, uint16_t port)
         wait_wc(a, &wc);
         if (wc.opcode != IWV_WC_RECV || wc.byte_len != a->size)
             fail("expected a ping");
+        /* The client's RDMA Write came before its first ping on the same QP. */
+        for (k = 0; i == 0 && k < a->size; k++)
+            if (a->rdma_buf[k] != (unsigned char)(pattern(h.iters, k) ^ 0x5a))
+                fail("the client's RDMA Write did not land");
         for (k = 0; k < a->size; k++) {
             if (a->recv_buf[k] != pattern(i, k)) {
                 fprintf(stderr, "pingpong: ping %u byte %u corrupt\n", i, k);
@@ -332,6 +405,7 @@ static int run_client(struct app *a, const char *daemon, const char *server, uin
     struct iwv_conn_param param;
     struct iwv_cm_event *ev;
     struct hello h = {MAGIC, iters, size};
+    struct target t;
     double start, total = 0;
     uint32_t i, k;
     int rc;
@@ -353,7 +427,13 @@ static int run_client(struct app *a, const char *daemon, const char *server, uin
     ev = expect_cm(a, IWV_CM_EVENT_ESTABLISHED);
     if (ev->qp_num != iwv_qp_num(a->qp))
         fail("established for another QP");
+    if (ev->private_data_len != sizeof t)
+        fail("the server's answer has no RDMA target");
+    memcpy(&t, ev->private_data, sizeof t);
     iwv_ack_cm_event(ev);
+    if (t.magic != MAGIC)
+        fail("bad RDMA target in the server's answer");
+    rdma_check(a, &t, iters);
 
     for (i = 0; i < iters; i++) {
         for (k = 0; k < size; k++)

@@ -284,7 +284,7 @@ struct iwv_wc {
     uint64_t wr_id;
     uint32_t status;   /* enum iwv_wc_status */
     uint32_t opcode;   /* enum iwv_wc_opcode */
-    uint32_t byte_len;
+    uint32_t byte_len; /* receives only (send-queue completions: 0) */
     uint32_t qp_num;   /* iwv_qp_num() of the QP */
     uint32_t wc_flags; /* enum iwv_wc_flags */
     uint32_t invalidated_stag;

@@ -430,6 +430,7 @@ fn pingpong_between_two_daemons() {
         let out = pingpong_once(&pair, &dir.join(exe), 18515 + i as u16, args);
         eprintln!("{exe} {args:?}: {}", out.trim());
         assert!(out.contains("all intact: average"), "{out}");
+        assert!(out.contains("RDMA Write and Read of"), "{out}");
     }
     // Everything the programs made is gone from both daemons.
     pair.a.wait_objects_freed(&[], Duration::from_secs(10));
