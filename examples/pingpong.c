@@ -1,8 +1,8 @@
 /*
  * pingpong: a SEND/RECV ping-pong over the iwarpd verbs C API (iwarp_verbs.h).
  *
- *   pingpong server [-d DAEMON] [-p PORT] [-e]
- *   pingpong client SERVER_IP [-d DAEMON] [-p PORT] [-n ITERS] [-s SIZE] [-e]
+ *   pingpong server [-d DAEMON] [-p PORT] [-e] [-u]
+ *   pingpong client SERVER_IP [-d DAEMON] [-p PORT] [-n ITERS] [-s SIZE] [-e] [-u]
  *
  * The daemon is /run/iwarpd/<DAEMON>.verbs (default "iwarpd"), or the socket in
  * $IWARP_VERBS_SOCKET. The client says ITERS and SIZE in the connection's private data;
@@ -10,7 +10,8 @@
  * checks in turn. The client prints the average round-trip latency. Before the first
  * ping, the client RDMA-Writes a pattern into the server's buffer (address and rkey from
  * the accept's private data) and RDMA-Reads it back; the server checks it too. -e waits
- * for completions on a completion channel instead of busy polling. Exit status 0 means
+ * for completions on a completion channel instead of busy polling; -u registers malloc'd
+ * memory (iwv_reg_user_mr) instead of an arena. Exit status 0 means
  * every message and every RDMA transfer arrived intact.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -55,6 +56,8 @@ struct app {
     unsigned char *rdma_buf; /* server: the RDMA target */
     uint32_t size;
     int events; /* -e */
+    int user;   /* -u */
+    void *heap; /* -u: the malloc'd buffers */
 };
 
 static void die(const char *what, int rc)
@@ -246,18 +249,27 @@ static void rdma_check(struct app *a, const struct target *t, uint32_t iters)
 static void setup(struct app *a, const char *daemon, uint32_t size)
 {
     size_t len = 3 * (size_t)size;
+    uint32_t access = IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_READ;
     a->ctx = iwv_open(daemon);
     if (!a->ctx)
         die("iwv_open", iwv_last_error());
     if (!(a->pd = iwv_alloc_pd(a->ctx)))
         die("iwv_alloc_pd", iwv_last_error());
-    if (!(a->arena = iwv_alloc_arena(a->ctx, len, 0)))
-        die("iwv_alloc_arena", iwv_last_error());
-    a->mr = iwv_reg_mr(a->pd, a->arena, 0, len,
-                       IWV_ACCESS_LOCAL_WRITE | IWV_ACCESS_REMOTE_WRITE | IWV_ACCESS_REMOTE_READ);
-    if (!a->mr)
-        die("iwv_reg_mr", iwv_last_error());
-    a->send_buf = iwv_arena_addr(a->arena);
+    if (a->user) {
+        /* Ordinary memory: the library remaps its pages in place, shared with iwarpd. */
+        if (!(a->heap = malloc(len)))
+            fail("out of memory");
+        a->mr = iwv_reg_user_mr(a->pd, a->heap, len, access);
+        if (!a->mr)
+            die("iwv_reg_user_mr", iwv_last_error());
+        a->send_buf = a->heap;
+    } else {
+        if (!(a->arena = iwv_alloc_arena(a->ctx, len, 0)))
+            die("iwv_alloc_arena", iwv_last_error());
+        if (!(a->mr = iwv_reg_mr(a->pd, a->arena, 0, len, access)))
+            die("iwv_reg_mr", iwv_last_error());
+        a->send_buf = iwv_arena_addr(a->arena);
+    }
     a->recv_buf = a->send_buf + size;
     a->rdma_buf = a->send_buf + 2 * (size_t)size;
     a->size = size;
@@ -307,8 +319,9 @@ static void teardown(struct app *a)
         die("iwv_destroy_comp_channel", rc);
     if ((rc = iwv_dereg_mr(a->mr)) < 0)
         die("iwv_dereg_mr", rc);
-    if ((rc = iwv_free_arena(a->arena)) < 0)
+    if (a->arena && (rc = iwv_free_arena(a->arena)) < 0)
         die("iwv_free_arena", rc);
+    free(a->heap); /* the MR is gone: the daemon no longer writes it */
     if ((rc = iwv_dealloc_pd(a->pd)) < 0)
         die("iwv_dealloc_pd", rc);
     if ((rc = iwv_close(a->ctx)) < 0)
@@ -459,9 +472,9 @@ static int run_client(struct app *a, const char *daemon, const char *server, uin
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: pingpong server [-d DAEMON] [-p PORT] [-e]\n"
+    fprintf(stderr, "usage: pingpong server [-d DAEMON] [-p PORT] [-e] [-u]\n"
                     "       pingpong client SERVER_IP [-d DAEMON] [-p PORT] [-n ITERS] "
-                    "[-s SIZE] [-e]\n");
+                    "[-s SIZE] [-e] [-u]\n");
     exit(2);
 }
 
@@ -486,8 +499,8 @@ int main(int argc, char **argv)
     }
     for (; i < argc; i++) {
         const char *opt = argv[i];
-        if (strcmp(opt, "-e") == 0) {
-            a.events = 1;
+        if (strcmp(opt, "-e") == 0 || strcmp(opt, "-u") == 0) {
+            *(opt[1] == 'e' ? &a.events : &a.user) = 1;
             continue;
         }
         if (i + 1 >= argc)

@@ -384,7 +384,7 @@ fn pingpong_once(
     let port_s = port.to_string();
     let mut server = Command::new(exe)
         .args(["server", "-p", &port_s])
-        .args(args.iter().filter(|a| **a == "-e"))
+        .args(args.iter().filter(|a| ["-e", "-u"].contains(*a)))
         .env("IWARP_VERBS_SOCKET", &pair.a.socket)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -420,11 +420,13 @@ fn pingpong_between_two_daemons() {
     let dir = build_examples();
     let _lock = iwarp_apps_tests::SystemLock::acquire();
     let mut pair = iwarp_apps_tests::DaemonPair::start("capi");
-    let runs: [(&str, &[&str]); 3] = [
+    let runs: [(&str, &[&str]); 4] = [
         // Busy polling with two daemons polling on a 2-CPU machine: few iterations.
         ("pingpong", &["-n", "300", "-s", "64"]),
         ("pingpong", &["-n", "1000", "-s", "64", "-e"]),
         ("pingpong-static", &["-n", "100", "-s", "65536", "-e"]),
+        // malloc'd memory registered in place on both ends.
+        ("pingpong", &["-n", "200", "-s", "4000", "-e", "-u"]),
     ];
     for (i, (exe, args)) in runs.iter().enumerate() {
         let out = pingpong_once(&pair, &dir.join(exe), 18515 + i as u16, args);
