@@ -186,9 +186,12 @@ impl<M: Memory> App<M> for ShmService {
     }
 
     fn poll(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
-        self.serve_requests(now, engine, mem);
+        // Doorbells before control requests: a client that posts WRs and then makes a
+        // control call (query, modify, disconnect) has its WRs taken first, so a control
+        // reply orders after the WRs posted before the call (docs/APPS.md).
         self.take_doorbells();
         self.serve_pending(engine);
+        self.serve_requests(now, engine, mem);
         self.serve_cq_pending(engine);
     }
 

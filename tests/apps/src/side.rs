@@ -105,6 +105,10 @@ impl Side {
     pub fn post_recv(&self, qp: &mut Qp, wr_id: u64, off: u64, len: u32) {
         let sge = self.mr.sge(off, len).expect("recv SGE");
         qp.post_recv(&RecvWr { wr_id, sgl: SgList::single(sge) }).expect("post_recv");
+        // Posting is asynchronous to the peer process: a control call orders after the
+        // WRs posted before it, so the receive is on the RQ before this test lets the
+        // peer send (else the Send may find the RQ empty: a Terminate, as in RDMA).
+        qp.query().expect("query after post_recv");
     }
 }
 

@@ -135,7 +135,8 @@ fn fast_register_and_invalidations_move_verified_bytes() {
     // Fast-Register on A (key 0x11) over A's 384 KiB..392 KiB; B writes through it.
     let frmr = a.pd.alloc_mr(16).unwrap();
     let fr_off = 393216;
-    let access = Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
+    // Remote Read needs Local Read, Remote Write needs Local Write (verbs 7.2.4).
+    let access = Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE | Access::REMOTE_READ;
     let fr = frmr.fast_reg_wr(8, 0x11, &a.arena, fr_off, 8192, access).unwrap();
     check_cqe(&a.post_and_complete(&mut aqp, fr), 8, WcOpcode::FastReg, WcStatus::Success);
     let fr_stag = frmr.stag().with_key(0x11);
@@ -164,7 +165,8 @@ fn fast_register_and_invalidations_move_verified_bytes() {
     // invalidates.
     let bfr = b.pd.alloc_mr(4).unwrap();
     let sink = 655360;
-    let fr = bfr.fast_reg_wr(13, 0x21, &b.arena, sink, 4096, Access::LOCAL_WRITE).unwrap();
+    // A Read sink needs Remote Write in iWARP (the response is placed like a Write).
+    let fr = bfr.fast_reg_wr(13, 0x21, &b.arena, sink, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE).unwrap();
     check_cqe(&b.post_and_complete(&mut bqp, fr), 13, WcOpcode::FastReg, WcStatus::Success);
     a.fill(262144, 4096, 9);
     let sink_sge = Sge { addr: b.arena.addr(sink), length: 4096, lkey: bfr.stag().with_key(0x21) };
@@ -206,10 +208,12 @@ fn type1_window_bound_by_verb_exposes_verified_bytes() {
     mw1.dealloc().unwrap();
 }
 
-/// An RDMA Read into an MR with Local Write only (what verbs asks of a Read's sink).
+/// An RDMA Read into an MR with Local Write only. iWARP places a Read Response like a
+/// tagged Write, so the sink STag needs Remote Write (verbs 7.4.2 / 7.5.2, checklist row
+/// 150): the Read fails when its response arrives and nothing lands in the sink.
 #[test]
-fn read_into_a_local_write_only_mr() {
-    if skip("read_into_a_local_write_only_mr") {
+fn read_into_a_local_write_only_mr_fails_as_iwarp_requires() {
+    if skip("read_into_a_local_write_only_mr_fails_as_iwarp_requires") {
         return;
     }
     let _lock = SystemLock::acquire();
@@ -220,7 +224,9 @@ fn read_into_a_local_write_only_mr() {
     let sink = b.pd.reg_mr(&b.arena, 0, 4096, Access::LOCAL_WRITE).unwrap();
     a.fill(0, 4096, 12);
     let rd = SendOp::Read { remote_to: a.arena.addr(0), rkey: a.mr.rkey(), invalidate_local: false };
+    b.fill(0, 4096, 13);
     let c = b.post_and_complete(&mut bqp, wr(18, rd, &[sink.sge(0, 4096).unwrap()]));
-    check_cqe(&c, 18, WcOpcode::Read, WcStatus::Success);
-    assert!(b.holds(0, 4096, 12), "Read payload");
+    assert_eq!(c.wr_id, 18);
+    assert_ne!(c.status, WcStatus::Success, "a Read sink without Remote Write: {c:?}");
+    assert!(b.holds(0, 4096, 13), "nothing placed in the sink");
 }
