@@ -510,7 +510,7 @@ cell_rping_act() {
     local rev=$1 crc=$2 p2p=$3 size=$4 port=$5 gl out
     # shellcheck disable=SC2046
     need_verbs $(mpa_sets "$rev" "$crc" "$p2p") || return 1
-    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3") || return 1
+    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3 -S $size") || return 1
     gl=${out#* }
     guest_wait_listen "$port" || { REASON="rping -s did not listen"; return 1; }
     out=$(timeout 60 "$IW_RPING" -c -a "$GUEST_IP" -p "$port" -C 3 -S "$size" -v -V -d siw-srv 2>&1)

@@ -139,12 +139,17 @@ impl Bufs {
     }
 }
 
+/// Completions polled while waiting for another opcode, kept for their own wait.
+const PENDING_MAX: usize = 16;
+
 /// One connected end.
 struct End {
     qp: Qp,
     cq: Cq,
     id: CmId,
     bufs: Bufs,
+    /// Successful completions not claimed yet (at most [`PENDING_MAX`]).
+    pending: Vec<Cqe>,
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> String {
@@ -202,14 +207,19 @@ fn post(e: &mut End, wr_id: u64, op: SendOp, off: usize, len: usize) -> Result<(
     .map_err(|x| err("post_send", x))
 }
 
-/// Waits for the completion of opcode `want`; other successful completions are dropped.
-/// A CM Disconnected while waiting is an error (`disconnected`).
+/// Waits for the completion of opcode `want`; successful completions of other opcodes are
+/// kept for later waits (a peer's next SEND may complete before our own SEND's completion
+/// is polled). A CM Disconnected while waiting is an error (`disconnected`).
 fn wait_cqe(e: &mut End, cm: &CmEventChannel, want: WcOpcode, t: Duration) -> Result<Cqe, String> {
+    if let Some(i) = e.pending.iter().position(|c| c.opcode == want) {
+        return Ok(e.pending.remove(i));
+    }
     let end = Instant::now() + t;
     let mut wc = [EMPTY_CQE; 4];
     let mut spins = 0u32;
     loop {
         let n = e.cq.poll(&mut wc).map_err(|x| err("poll_cq", x))?;
+        let mut found = None;
         for c in &wc[..n] {
             if c.status != WcStatus::Success {
                 return Err(format!(
@@ -217,9 +227,16 @@ fn wait_cqe(e: &mut End, cm: &CmEventChannel, want: WcOpcode, t: Duration) -> Re
                     c.status, c.opcode, c.wr_id
                 ));
             }
-            if c.opcode == want {
-                return Ok(*c);
+            if c.opcode == want && found.is_none() {
+                found = Some(*c);
+            } else if e.pending.len() < PENDING_MAX {
+                e.pending.push(*c);
+            } else {
+                return Err(format!("more than {PENDING_MAX} completions unclaimed"));
             }
+        }
+        if let Some(c) = found {
+            return Ok(c);
         }
         if n == 0 {
             spins += 1;
@@ -254,7 +271,13 @@ fn run_client(o: &Opts) -> Result<(), String> {
         .create_cm_event_channel()
         .map_err(|e| err("CM channel", e))?;
     let id = cm.create_id().map_err(|e| err("create_id", e))?;
-    let mut e = End { qp, cq, id, bufs };
+    let mut e = End {
+        qp,
+        cq,
+        id,
+        bufs,
+        pending: Vec::with_capacity(PENDING_MAX),
+    };
     post_recv(&mut e)?;
     let server = SocketAddrV4::new(o.addr, o.port);
     e.id.connect(&e.qp, server, &conn_param(&o.pd))
@@ -344,6 +367,7 @@ fn run_server(o: &Opts) -> Result<(), String> {
         cq,
         id: req,
         bufs,
+        pending: Vec::with_capacity(PENDING_MAX),
     };
     post_recv(&mut e)?;
     e.id.accept(&e.qp, &conn_param(&o.pd))
