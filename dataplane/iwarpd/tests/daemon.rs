@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
 
 fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").leak()
+    Box::leak(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").into_boxed_path())
 }
 
 fn iwarpd(args: &[&str]) -> Command {
