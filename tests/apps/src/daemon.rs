@@ -26,6 +26,7 @@ pub struct Daemon {
     pub ip: [u8; 4],
     child: Option<Child>,
     log: PathBuf,
+    spawn_args: (String, u32, String),
 }
 
 impl Daemon {
@@ -53,7 +54,26 @@ impl Daemon {
             ip,
             child: Some(child),
             log,
+            spawn_args: (config.into(), cpu, device.into()),
         }
+    }
+
+    /// SIGKILL (no teardown, no goodbye to clients or peers); waits for the process.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Starts the daemon again under the same name, socket, port and CPU (after
+    /// [`Daemon::stop`] or [`Daemon::kill`]) and waits until it answers.
+    pub fn restart(&mut self) {
+        self.kill();
+        let (config, cpu, device) = self.spawn_args.clone();
+        let mut d = Daemon::spawn(&self.name, &config, cpu, &device, self.ip);
+        d.wait_ready();
+        self.child = d.child.take();
     }
 
     /// The daemon's output so far.
