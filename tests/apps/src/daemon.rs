@@ -26,11 +26,11 @@ pub struct Daemon {
     pub ip: [u8; 4],
     child: Option<Child>,
     log: PathBuf,
-    spawn_args: (String, u32, String),
+    spawn_args: (String, String, String),
 }
 
 impl Daemon {
-    fn spawn(name: &str, config: &str, cpu: u32, device: &str, ip: [u8; 4]) -> Daemon {
+    fn spawn(name: &str, config: &str, cpu: &str, device: &str, ip: [u8; 4]) -> Daemon {
         let bin = workspace_bin("iwarpd", "iwarpd");
         let log = std::env::temp_dir().join(format!("{name}.log"));
         let log_file = std::fs::File::create(&log).expect("daemon log file");
@@ -40,7 +40,7 @@ impl Daemon {
         let ip_arg = format!("{}.{}.{}.{}/24", ip[0], ip[1], ip[2], ip[3]);
         let child = Command::new(bin)
             .current_dir(workspace_root())
-            .args(["--config", config, "--name", name, "--core", &cpu.to_string()])
+            .args(["--config", config, "--name", name, "--core", cpu])
             .args(["--device", device, "--ip", &ip_arg, "--log-level", "warn"])
             .args(["--set", "loadgen.listen_port=0", "--set", "tcp.delayed_ack_us=0"])
             .stdin(Stdio::null())
@@ -54,7 +54,7 @@ impl Daemon {
             ip,
             child: Some(child),
             log,
-            spawn_args: (config.into(), cpu, device.into()),
+            spawn_args: (config.into(), cpu.into(), device.into()),
         }
     }
 
@@ -71,7 +71,7 @@ impl Daemon {
     pub fn restart(&mut self) {
         self.kill();
         let (config, cpu, device) = self.spawn_args.clone();
-        let mut d = Daemon::spawn(&self.name, &config, cpu, &device, self.ip);
+        let mut d = Daemon::spawn(&self.name, &config, &cpu, &device, self.ip);
         d.wait_ready();
         self.child = d.child.take();
     }
@@ -215,6 +215,12 @@ impl DaemonPair {
     /// and waits until both verbs sockets answer and the link is up. `tag` (at most 8
     /// characters) makes the names unique per test.
     pub fn start(tag: &str) -> DaemonPair {
+        DaemonPair::start_on(tag, "1", "0")
+    }
+
+    /// Like [`DaemonPair::start`] with dataplane CPU lists of A and B (e.g. `"0,1"` for
+    /// two dataplane cores each; memif then carries one queue pair per core).
+    pub fn start_on(tag: &str, a_cpus: &str, b_cpus: &str) -> DaemonPair {
         let id = std::process::id();
         let memif = format!("/run/iwarpd/ap-{tag}-{id}.memif");
         let a_dev = format!("net_memif0,role=server,socket={memif}");
@@ -222,7 +228,7 @@ impl DaemonPair {
         let mut a = Daemon::spawn(
             &format!("ap-{tag}-{id}-a"),
             "config/examples/memif-server.toml",
-            1,
+            a_cpus,
             &a_dev,
             [198, 18, 0, 1],
         );
@@ -230,7 +236,7 @@ impl DaemonPair {
         let mut b = Daemon::spawn(
             &format!("ap-{tag}-{id}-b"),
             "config/examples/memif-client.toml",
-            0,
+            b_cpus,
             &b_dev,
             [198, 18, 0, 2],
         );
@@ -276,7 +282,7 @@ impl Daemon {
         let mut d = Daemon::spawn(
             &format!("ap-{tag}-{id}"),
             "config/examples/memif-server.toml",
-            1,
+            "1",
             &dev,
             [198, 18, 0, 1],
         );
