@@ -323,8 +323,11 @@ cell_act() {
         return 1
     fi
     if [ "$op" = send ]; then
-        echo "$gout" | grep -qE '^verify received [1-9][0-9]* sends, 0 bad' \
-            || { REASON="siw_peer: $(echo "$gout" | grep -E '^(verify|error)' | head -1)"; return 1; }
+        if ! echo "$gout" | grep -qE '^verify received [1-9][0-9]* sends, 0 bad'; then
+            REASON="siw_peer: $(echo "$gout" | grep -E '^(verify|error)' | head -1)"
+            siw_race_diagnosis && REASON="$REASON; $RACE"
+            return 1
+        fi
     fi
     local rop=Write; [ "$op" = read ] && rop=ReadReq; [ "$op" = send ] && rop=Send
     wire_check rev="$rev" crc="$crc" p2p=0 clean "i2r=$rop:1" i2r=noterm r2i=noterm i2r=fin r2i=fin \
@@ -343,7 +346,9 @@ siw_race_diagnosis() {
 import json, sys
 c = json.loads(sys.argv[1])
 r = c[0]["r2i"] if c else {}
-if c and c[0]["i2r"].get("fpdus", 0) >= 1 and r.get("fpdus", 1) == 0 and not r.get("fin") and not r.get("rst"):
+i = c[0]["i2r"] if c else {}
+siw_closed_first = r.get("fin_ts") is not None and (i.get("fin_ts") is None or r["fin_ts"] < i["fin_ts"])
+if c and i.get("fpdus", 0) >= 1 and r.get("fpdus", 1) == 0 and not r.get("rst") and not siw_closed_first:
     print("siw never answered iwarpd'"'"'s first FPDU: the siw accept race (docs/INTEROP.md)")
 ' "$j")
     [ -n "$RACE" ]
