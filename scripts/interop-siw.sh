@@ -120,7 +120,7 @@ build() {
         IWARPD=$TGT/debug/iwarpd
     fi
     log "building the interop tools (tests/interop-siw)"
-    (cd "$ROOT/tests/interop-siw" && CARGO_TARGET_DIR=$TGT timeout 1800 cargo build -q) \
+    (cd "$ROOT" && timeout 1800 cargo build -q -p iwarp-interop-siw) \
         || { echo "interop-siw: tests/interop-siw build failed" >&2; exit 1; }
     if [ ! -f /usr/include/rdma/rdma_cma.h ]; then
         log "installing librdmacm-dev (headers for siw_peer)"
