@@ -168,7 +168,7 @@ fn objects<C: CoreLink>(ctx: &mut Ctx<C>, c: &Client, out: &mut Vec<ObjectInfo>)
     for (h, x) in c.cm_ids.iter() {
         let (state, core) = match x.state {
             CmState::Idle => ("idle".to_string(), None),
-            CmState::Listening { port } => (format!("listening:{port}"), None),
+            CmState::Listening { port, .. } => (format!("listening:{port}"), None),
             CmState::Requested { core, .. } => ("requested".into(), Some(core)),
             CmState::Connecting { core, .. } => ("connecting".into(), Some(core)),
             CmState::Connected { core, .. } => ("connected".into(), Some(core)),

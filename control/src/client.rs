@@ -134,8 +134,9 @@ pub struct StagObj {
 pub enum CmState {
     /// Created.
     Idle,
-    /// Listening on a TCP port on every core.
-    Listening { port: u16 },
+    /// Listening on a TCP port on every core service whose port has address `ip`
+    /// (0.0.0.0: all).
+    Listening { port: u16, ip: [u8; 4] },
     /// A connection request waiting for accept or reject.
     Requested { core: usize, conn: ConnId },
     /// Active open in progress, or accepted and not yet established.

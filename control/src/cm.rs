@@ -72,8 +72,9 @@ fn private(data: &[u8]) -> Result<PrivateData, Error> {
 pub(crate) fn destroy<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: u32) {
     let Some(x) = c.cm_ids.remove(id) else { return };
     match x.state {
-        CmState::Listening { port } => {
-            for core in 0..ctx.ncores() {
+        CmState::Listening { port, ip } => {
+            let cores: Vec<usize> = (0..ctx.ncores()).filter(|&k| ip == [0; 4] || ctx.ip_of(k) == ip).collect();
+            for core in cores {
                 let _ = ctx.call(core, ServiceRequest::Unlisten { client: c.id, port }, "Unlisten");
             }
         }
@@ -104,16 +105,18 @@ fn listen<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, addr: A
         return Err(err(ErrorCode::NoRoute, format!("no port of this daemon has address {:?}", addr.ip)));
     }
     let backlog = backlog.clamp(1, 1024);
-    for core in 0..ctx.ncores() {
+    // 0.0.0.0: every core service; an address: the services of the port that has it.
+    let cores: Vec<usize> = (0..ctx.ncores()).filter(|&k| addr.ip == [0; 4] || ctx.ip_of(k) == addr.ip).collect();
+    for (n, &core) in cores.iter().enumerate() {
         let req = ServiceRequest::Listen { client: c.id, cm_id: id.0, port: addr.port, backlog };
         if let Err(e) = ctx.call(core, req, "Listen") {
-            for k in 0..core {
+            for &k in &cores[..n] {
                 let _ = ctx.call(k, ServiceRequest::Unlisten { client: c.id, port: addr.port }, "Unlisten");
             }
             return Err(e);
         }
     }
-    set_state(c, id.0, CmState::Listening { port: addr.port });
+    set_state(c, id.0, CmState::Listening { port: addr.port, ip: addr.ip });
     Ok(Response::Ok.into())
 }
 
@@ -286,7 +289,7 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
                 let _ = ctx.call(core, ServiceRequest::Reject { client: c.id, conn, private_data: PrivateData::EMPTY }, "Reject");
                 return;
             };
-            let ip = ctx.ports.first().map(|p| p.ip).unwrap_or([0; 4]);
+            let ip = ctx.ip_of(core);
             send_event(c, Event::Cm {
                 id: CmIdHandle(listen_cm_id),
                 event: CmEvent::ConnectRequest {

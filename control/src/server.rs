@@ -82,6 +82,8 @@ pub(crate) struct Ctx<C> {
     pub regions: Arc<RegionTable>,
     pub device: DeviceAttr,
     pub ports: Vec<PortAttr>,
+    /// The port (index into `ports`) whose engine each core service drives.
+    pub service_ports: Vec<usize>,
     pub placement: Option<Placement>,
     pub rr: usize,
     pub started: Instant,
@@ -117,17 +119,30 @@ impl<C: CoreLink> Ctx<C> {
         self.cores.len()
     }
 
-    /// The core of a new active QP.
+    /// The port whose engine core service `core` drives.
+    pub fn port_of(&self, core: usize) -> usize {
+        self.service_ports.get(core).copied().unwrap_or(0)
+    }
+
+    /// The address of the port core service `core` drives (0.0.0.0 if unknown).
+    pub fn ip_of(&self, core: usize) -> [u8; 4] {
+        self.ports.get(self.port_of(core)).map_or([0; 4], |p| p.ip)
+    }
+
+    /// The core of a new active QP: one of the services of the first port (a QP is
+    /// created before its destination is known, so active opens leave through port 0).
+    /// The policy's pick `i` is the i-th of those services.
     pub fn place(&mut self, key: u64) -> usize {
-        let n = self.cores.len().max(1);
+        let first: Vec<usize> = (0..self.cores.len()).filter(|&i| self.port_of(i) == 0).collect();
+        let n = first.len().max(1);
         if let Some(i) = self.placement.as_mut().and_then(|p| p.pick(key)) {
-            if i < n {
-                return i;
+            if let Some(&core) = first.get(i) {
+                return core;
             }
         }
         let i = self.rr % n;
         self.rr = (i + 1) % n;
-        i
+        first.get(i).copied().unwrap_or(0)
     }
 
     /// Fence on every core; true if all answered.
@@ -169,6 +184,7 @@ impl<C: CoreLink> ControlServer<C> {
         Ok(ControlServer {
             ctx: Ctx {
                 cfg,
+                service_ports: vec![0; cores.len()],
                 cores,
                 regions,
                 device,
@@ -194,6 +210,24 @@ impl<C: CoreLink> ControlServer<C> {
     pub fn set_policy(&mut self, policy: Policy, db: AccountDb) {
         self.policy = policy;
         self.db = db;
+    }
+
+    /// Says which port each core service drives (`ports[i]` for `cores[i]`; every
+    /// service drives port 0 unless told). A daemon with several ports runs one service
+    /// per (core, port): active QPs go to services of port 0, a listen on an address to
+    /// the services of the port that has it, a listen on 0.0.0.0 to all.
+    pub fn set_service_ports(&mut self, ports: Vec<usize>) -> Result<(), String> {
+        if ports.len() != self.ctx.cores.len() {
+            return Err(format!("control: {} service ports for {} core services", ports.len(), self.ctx.cores.len()));
+        }
+        if let Some(p) = ports.iter().find(|&&p| p >= self.ctx.ports.len().max(1)) {
+            return Err(format!("control: a service of port {p}, the daemon has {}", self.ctx.ports.len()));
+        }
+        if !ports.contains(&0) {
+            return Err("control: no service drives port 0 (active QPs go there)".into());
+        }
+        self.ctx.service_ports = ports;
+        Ok(())
     }
 
     /// Where `Admin(Counters)` gets the dataplane counters.

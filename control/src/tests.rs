@@ -250,3 +250,65 @@ fn refused_peers_and_versions() {
         assert_eq!(r.unwrap_err().code, ErrorCode::PermissionDenied);
     }
 }
+
+fn port(index: u32, ip: [u8; 4]) -> PortAttr {
+    PortAttr {
+        index, ip, prefix_len: 24, mac: [2, 0, 0, 0, 0, index as u8], mtu: 1500,
+        device: format!("net_memif{index}"), link_up: true, speed_mbps: 0,
+    }
+}
+
+#[test]
+fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    // Services 0 and 1 drive port 0 (cores 0, 1); services 2 and 3 port 1.
+    let cores = (0..4).map(|core| FakeCore { core, next: 0, log: log.clone(), fail_stag_at: false }).collect();
+    let regions = Arc::new(RegionTable::new(64));
+    let cfg = ControlConfig { max_objects: 8, max_arena_bytes: 1 << 20, ..ControlConfig::default() };
+    let ports = vec![port(0, [10, 0, 0, 1]), port(1, [10, 0, 0, 2])];
+    let mut s = ControlServer::new(cfg, cores, regions, device(), ports, None).unwrap();
+    assert!(s.set_service_ports(vec![0, 1]).is_err(), "one port per service");
+    assert!(s.set_service_ports(vec![0, 0, 2, 2]).is_err(), "no port 2");
+    assert!(s.set_service_ports(vec![1, 1, 1, 1]).is_err(), "active QPs need port 0");
+    s.set_service_ports(vec![0, 0, 1, 1]).unwrap();
+    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
+    let db = AccountDb::from_text("", "");
+    s.set_policy(Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(), db);
+    let (mut p, w) = connect(&mut s);
+    assert_eq!(w.doorbells.len(), 4, "a doorbell block per (core, port) service");
+
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
+    let cq = ok(p.call(&mut s, Request::CreateCq(CqCreate { depth: 64, channel: None })), |r| if let Response::Cq(x) = r { Some(x) } else { None });
+    let qp = QpCreate {
+        pd, send_cq: cq.cq, recv_cq: cq.cq, srq: None,
+        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1 },
+        sq_sig_all: true, ord: 1, ird: 1, remote_read: true, remote_write: true, bind_enabled: false, for_cm_id: None,
+    };
+    let mut placed = Vec::new();
+    for _ in 0..4 {
+        let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| if let Response::Qp(x) = r { Some(x) } else { None });
+        placed.push(q.core);
+    }
+    placed.sort_unstable();
+    assert_eq!(placed, vec![0, 0, 1, 1], "active QPs spread over the services of port 0 only");
+
+    let listens = |log: &Arc<Mutex<Log>>| -> Vec<String> {
+        let mut l = log.lock().unwrap();
+        let v = l.requests.iter().filter(|r| r.ends_with("isten")).cloned().collect();
+        l.requests.clear();
+        v
+    };
+    listens(&log);
+    let id = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
+    let addr = Addr { ip: [10, 0, 0, 2], port: 7000 };
+    p.call(&mut s, Request::Listen { id, addr, backlog: 4 }).0.unwrap();
+    assert_eq!(listens(&log), vec!["2:Listen", "3:Listen"], "only the services of the port with that address");
+    p.call(&mut s, Request::DestroyCmId(id)).0.unwrap();
+    assert_eq!(listens(&log), vec!["2:Unlisten", "3:Unlisten"]);
+    let id = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
+    p.call(&mut s, Request::Listen { id, addr: Addr { ip: [0; 4], port: 7000 }, backlog: 4 }).0.unwrap();
+    assert_eq!(listens(&log), vec!["0:Listen", "1:Listen", "2:Listen", "3:Listen"], "0.0.0.0: every service");
+    let id2 = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
+    let e = p.call(&mut s, Request::Listen { id: id2, addr: Addr { ip: [10, 0, 0, 9], port: 7001 }, backlog: 4 }).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoRoute);
+}
