@@ -15,6 +15,7 @@ use iwarp_runtime::{
     PortSetup, Snapshot, SystemClock,
 };
 use iwarp_shm_mem::ShmMemory;
+use iwarp_shm_service::ServiceHandle;
 use iwarp_types::RegionId;
 use iwarp_wire::pcap::TsResolution;
 
@@ -218,21 +219,39 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         info!("load generator server listening on port {}", sc.port);
     }
     let control_thread = if cfg.control.enabled {
-        let mut handles = Vec::with_capacity(n);
+        // One service per (core, port), indexed by `verbs::service_index`.
+        let nports = ports.len().max(1);
+        let mut slots: Vec<Option<ServiceHandle>> = (0..n * nports).map(|_| None).collect();
+        let mut service_ports = vec![0; n * nports];
         for (i, c) in cores.iter_mut().enumerate() {
-            let (handle, svc) = crate::verbs::service(&cfg, i, &ports);
-            c.control
-                .call(
-                    0,
-                    iwarp_runtime::Op::StartApp(AppBox(Box::new(svc))),
-                    StdDuration::from_secs(5),
-                )
-                .map_err(|e| fail(format!("core {i}: cannot start the verbs service: {e:?}")))?;
-            handles.push(handle);
+            for port in 0..nports {
+                let index = crate::verbs::service_index(n, i, port);
+                let (handle, svc) = crate::verbs::service(&cfg, i, port, index, &ports);
+                c.control
+                    .call(
+                        port,
+                        iwarp_runtime::Op::StartApp(AppBox(Box::new(svc))),
+                        StdDuration::from_secs(5),
+                    )
+                    .map_err(|e| {
+                        fail(format!("core {i}: cannot start the verbs service of port {port}: {e:?}"))
+                    })?;
+                slots[index] = Some(handle);
+                service_ports[index] = port;
+            }
         }
+        let handles: Vec<ServiceHandle> = slots.into_iter().flatten().collect();
         let stats = cores.iter().map(|c| Arc::clone(&c.stats)).collect();
-        let t = crate::verbs::start(&cfg, handles, regions, &ports, stats, Arc::clone(&control_stop))
-            .map_err(fail)?;
+        let t = crate::verbs::start(
+            &cfg,
+            handles,
+            service_ports,
+            regions,
+            &ports,
+            stats,
+            Arc::clone(&control_stop),
+        )
+        .map_err(fail)?;
         info!(
             "verbs socket {}",
             cfg.control.socket_path(&cfg.daemon.name)

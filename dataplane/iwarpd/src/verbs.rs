@@ -34,9 +34,23 @@ pub fn control_config(cfg: &Config) -> ControlConfig {
     }
 }
 
-/// The service of core `core`, whose active opens take local ports steered back to it.
-pub fn service(cfg: &Config, core: usize, ports: &[OpenPort]) -> (ServiceHandle, ShmService) {
-    let port_filter: Option<PortFilter> = ports.first().map(|p| {
+/// Index of the service of `core` driving port `port` (its doorbell block and CQ
+/// sub-ring in every client's ring area): the services of port 0 are `0..cores`, those
+/// of port 1 follow, ...
+pub fn service_index(cores: usize, core: usize, port: usize) -> usize {
+    port * cores + core
+}
+
+/// The service of core `core` on port `port` (index `service`), whose active opens take
+/// local ports steered back to the core.
+pub fn service(
+    cfg: &Config,
+    core: usize,
+    port: usize,
+    service: usize,
+    ports: &[OpenPort],
+) -> (ServiceHandle, ShmService) {
+    let port_filter: Option<PortFilter> = ports.get(port).map(|p| {
         let steering = p.steering.clone();
         let me = p.local_ip;
         let f: PortFilter = Arc::new(move |ip: core::net::Ipv4Addr, rport: u16, lport: u16| {
@@ -49,7 +63,7 @@ pub fn service(cfg: &Config, core: usize, ports: &[OpenPort]) -> (ServiceHandle,
         port_filter,
         ..ServiceConfig::default()
     };
-    service_channel_with(core, SERVICE_QUEUE, sc)
+    service_channel_with(service, SERVICE_QUEUE, sc)
 }
 
 fn device(cfg: &Config, cores: usize) -> DeviceAttr {
@@ -104,6 +118,7 @@ fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
 pub fn start(
     cfg: &Config,
     handles: Vec<ServiceHandle>,
+    service_ports: Vec<usize>,
     regions: Arc<RegionTable>,
     ports: &[OpenPort],
     stats: Vec<Arc<CoreStats>>,
@@ -123,6 +138,7 @@ pub fn start(
         port_attrs(cfg, ports),
         Some(Placement::new(policy, stats)),
     )?;
+    server.set_service_ports(service_ports)?;
     server.bind()?;
     std::thread::Builder::new()
         .name("iwarpd-control".into())
