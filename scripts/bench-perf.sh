@@ -1,26 +1,35 @@
 #!/usr/bin/env bash
-# Applications over shared-memory verbs beside kernel TCP: iwarp-perf (a perftest-like client
-# of the iwarp-verbs library) between two iwarpd joined by memif, one dataplane core each,
-# and in the same run sockperf (TCP ping-pong) and iperf3 (64 KiB writes) over loopback.
+# Applications over shared-memory verbs beside kernel TCP, in the same run: iwarp-perf (a
+# perftest-like client of the iwarp-verbs library) through iwarpd, and sockperf (TCP
+# ping-pong) and iperf3 (64 KiB writes) over loopback.
 #
 #   scripts/bench-perf.sh              # builds release (fat LTO: several minutes), prints ratios
 #   scripts/bench-perf.sh --record     # also appends a dated block to docs/BENCHMARKS.md
-#   PERF_SECONDS=10 PERF_LAT_ITERS=100000 scripts/bench-perf.sh
+#   PERF_RUNS=5 PERF_SECONDS=10 PERF_LAT_ITERS=100000 scripts/bench-perf.sh
 #
-# iwarp-perf runs in --loopback mode: both ends in one thread of one process (the server
-# end is stepped while the client waits), the server end on daemon A, the client end on
-# daemon B (the engine does not connect to its own address). On 2 CPUs that is three busy
-# pollers (two daemon cores and the client); the kernel tools get both CPUs.
+# Arrangement (at most two busy pollers, one per CPU; see docs/BENCHMARKS.md):
+# - ONE iwarpd (config/examples/perf-loopback.toml) with two memif ports wired to each
+#   other inside the process, served by one dataplane core pinned to CPU $DP_CPU.
+# - iwarp-perf --loopback pinned to CPU $APP_CPU drives both ends from one thread: the
+#   server end listens on the daemon and is reached at port 1's address, the client's QPs
+#   leave through port 0. A send_lat round trip is client -> port 0 -> memif -> port 1 ->
+#   server end (stepped by the same thread) -> back.
+# - The kernel peers run while iwarpd is stopped, pinned the same way: sockperf server and
+#   iperf3 server on CPU $DP_CPU, their clients on CPU $APP_CPU.
+# Each run measures all four; the figures are medians over PERF_RUNS runs.
 # Targets: send_lat 64 B median half round trip not slower than sockperf's; write_bw 64 KiB
 # at least 2x iperf3. Needs root (DPDK, sockperf install). Everything stays on this machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 record=0
 [ "${1:-}" = "--record" ] && record=1
+runs=${PERF_RUNS:-3}
 secs=${PERF_SECONDS:-5}
-lat_iters=${PERF_LAT_ITERS:-20000}
-mtu=${PERF_MTU:-9000}
-depth=${PERF_DEPTH:-16}; qps=${PERF_QPS:-4}
+lat_iters=${PERF_LAT_ITERS:-100000}
+depth=${PERF_DEPTH:-16}; qps=${PERF_QPS:-1}
+ncpu=$(nproc)
+DP_CPU=${DP_CPU:-$(( ncpu > 1 ? 1 : 0 ))}; APP_CPU=${APP_CPU:-0}
+config=config/examples/perf-loopback.toml
 if [ -z "${IWARPD:-}" ] || [ -z "${IWARP_PERF:-}" ]; then
   cargo build --release -q -p iwarpd -p iwarp-perf
   IWARPD=target/release/iwarpd; IWARP_PERF=target/release/iwarp-perf
@@ -32,74 +41,90 @@ if ! command -v sockperf >/dev/null; then
 fi
 id=$$
 tmp=$(mktemp -d /tmp/iwarp-perf-bench.XXXXXX)
-a=perf-a-$id; b=perf-b-$id
-sock=/run/iwarpd/perf-$id.memif
-dev_args=",bsize=10240"; [ "$mtu" -le 1500 ] && dev_args=""
-common=(--set "port.0.mtu=$mtu" --set "tcp.delayed_ack_us=0" --log-level warn)
+name=perf-loop-$id
+sock=/run/iwarpd/perf-loop-$id.memif
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  sleep 2
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
+  for p in "${pids[@]}"; do
+    for _ in $(seq 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null || true
+  done
+  pids=()
 }
-trap cleanup EXIT
+trap 'cleanup; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
 json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
-wait_socket() { # name pid
+median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
+
+kernel_run() { # run index
+  local r=$1
+  taskset -c "$DP_CPU" sockperf server --tcp -i 127.0.0.1 -p 11211 > "$tmp/sockperf-server.$r.txt" 2>&1 & pids+=($!)
+  sleep 0.5
+  taskset -c "$APP_CPU" sockperf ping-pong --tcp -i 127.0.0.1 -p 11211 -m 64 -t "$secs" > "$tmp/sockperf.$r.txt" 2>&1
+  # sockperf reports half round trips in usec: "---> percentile 50.000 =   12.345".
+  grep -E 'percentile 50\.000' "$tmp/sockperf.$r.txt" | grep -oE '[0-9.]+$' | tail -1 >> "$tmp/sp_med"
+  grep -E 'percentile 99\.000' "$tmp/sockperf.$r.txt" | grep -oE '[0-9.]+$' | tail -1 >> "$tmp/sp_p99"
+  taskset -c "$DP_CPU" iperf3 -s -p 5298 > /dev/null 2>&1 & pids+=($!)
+  sleep 0.5
+  taskset -c "$APP_CPU" iperf3 -c 127.0.0.1 -p 5298 -t "$secs" -l 64K -J > "$tmp/iperf3.$r.json"
+  grep -oE '"bits_per_second":[[:space:]]*[0-9.e+]+' "$tmp/iperf3.$r.json" | tail -1 | grep -oE '[0-9.e+]+$' \
+    | awk '{printf "%.3f\n", $1 / 1e9}' >> "$tmp/ip_gbps"
+  cleanup
+}
+
+iwarp_run() { # run index
+  local r=$1
+  "$IWARPD" --config "$config" --name "$name" --core "$DP_CPU" \
+    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
+    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
+    > "$tmp/iwarpd.$r.out" 2> "$tmp/iwarpd.$r.err" & pids+=($!)
+  local ok=0
   for _ in $(seq 100); do
-    [ -S "/run/iwarpd/$1.verbs" ] && return 0
-    kill -0 "$2" 2>/dev/null || { tail -20 "$tmp/$1.err"; echo "bench-perf: iwarpd $1 exited"; exit 1; }
+    [ -S "/run/iwarpd/$name.verbs" ] && { ok=1; break; }
+    kill -0 "${pids[-1]}" 2>/dev/null || break
     sleep 0.1
   done
-  echo "bench-perf: no verbs socket /run/iwarpd/$1.verbs after 10 s (does this iwarpd serve verbs clients?)"; exit 1
+  [ $ok -eq 1 ] || { tail -20 "$tmp/iwarpd.$r.err"; echo "bench-perf: iwarpd gave no verbs socket"; exit 1; }
+  sleep 1 # memif link up
+  perf send_lat "$tmp/lat.$r" -s 64 -n "$lat_iters"
+  perf write_bw "$tmp/bw.$r" -s 64K -D "$secs" --depth "$depth" --qps "$qps"
+  json_num median_us "$tmp/lat.$r.json" >> "$tmp/lat_med"
+  json_num p99_us "$tmp/lat.$r.json" >> "$tmp/lat_p99"
+  json_num gbit_per_s "$tmp/bw.$r.json" >> "$tmp/bw_gbps"
+  cleanup
 }
-
-# Kernel peers first (they get both CPUs).
-sockperf server --tcp -i 127.0.0.1 -p 11211 > "$tmp/sockperf-server.txt" 2>&1 & pids+=($!)
-sleep 0.5
-sockperf ping-pong --tcp -i 127.0.0.1 -p 11211 -m 64 -t "$secs" > "$tmp/sockperf.txt" 2>&1
-# sockperf reports half round trips in usec: "---> percentile 50.000 =   12.345".
-sp_med=$(grep -E 'percentile 50\.000' "$tmp/sockperf.txt" | grep -oE '[0-9.]+$' | tail -1)
-sp_avg=$(grep -oE 'avg-latency=[0-9.]+' "$tmp/sockperf.txt" | grep -oE '[0-9.]+$' | tail -1)
-echo "sockperf ping-pong --tcp -m 64 (loopback): median ${sp_med} us, avg ${sp_avg} us (half round trip)"
-iperf3 -s -p 5298 > /dev/null 2>&1 & pids+=($!)
-sleep 0.5
-ip_bps=$(iperf3 -c 127.0.0.1 -p 5298 -t "$secs" -l 64K -J | grep -oE '"bits_per_second":[[:space:]]*[0-9.e+]+' | tail -1 | grep -oE '[0-9.e+]+$')
-ip_gbps=$(awk -v b="$ip_bps" 'BEGIN {printf "%.2f", b / 1e9}')
-echo "iperf3 -l 64K (loopback): $ip_gbps Gbit/s"
-
-ncpu=$(nproc)
-"$IWARPD" --config config/examples/memif-server.toml --name "$a" --core $(( ncpu > 1 ? 1 : 0 )) \
-  --device "net_memif0,role=server,socket=$sock$dev_args" "${common[@]}" > "$tmp/$a.out" 2> "$tmp/$a.err" & pids+=($!)
-wait_socket "$a" "${pids[-1]}"
-"$IWARPD" --config config/examples/memif-client.toml --name "$b" --core 0 \
-  --device "net_memif0,role=client,socket=$sock$dev_args" "${common[@]}" > "$tmp/$b.out" 2> "$tmp/$b.err" & pids+=($!)
-wait_socket "$b" "${pids[-1]}"
-sleep 1 # memif link up
 
 perf() { # test out args...
   local t=$1 out=$2; shift 2
-  timeout $(( secs * 4 + 120 )) "$IWARP_PERF" "$t" --loopback --daemon "$a" --peer-daemon "$b" --json "$out.json" "$@" \
+  timeout $(( secs * 4 + 120 )) taskset -c "$APP_CPU" "$IWARP_PERF" "$t" --loopback --daemon "$name" --json "$out.json" "$@" \
     > "$out.txt" 2> "$out.err" || { echo "bench-perf: iwarp-perf $t failed:"; tail -20 "$out.err"; cat "$out.txt"; exit 1; }
-  cat "$out.txt"
+  sed -n 2p "$out.txt"
 }
-perf send_lat "$tmp/lat" -s 64 -n "$lat_iters"
-perf write_bw "$tmp/bw" -s 64K -D "$secs" --depth "$depth" --qps "$qps"
-lat_med=$(json_num median_us "$tmp/lat.json"); lat_p99=$(json_num p99_us "$tmp/lat.json")
-bw_gbps=$(json_num gbit_per_s "$tmp/bw.json")
+
+for r in $(seq "$runs"); do
+  echo "run $r/$runs"
+  kernel_run "$r"
+  echo "  sockperf ping-pong --tcp -m 64: median $(tail -1 "$tmp/sp_med") us; iperf3 -l 64K: $(tail -1 "$tmp/ip_gbps") Gbit/s"
+  iwarp_run "$r"
+done
+
+sp_med=$(median < "$tmp/sp_med"); sp_p99=$(median < "$tmp/sp_p99"); ip_gbps=$(median < "$tmp/ip_gbps")
+lat_med=$(median < "$tmp/lat_med"); lat_p99=$(median < "$tmp/lat_p99"); bw_gbps=$(median < "$tmp/bw_gbps")
+all() { paste -sd' ' "$tmp/$1"; }
 lat_ratio=$(awk -v i="$lat_med" -v k="$sp_med" 'BEGIN {printf "%.2f", (k > 0) ? i / k : 0}')
 bw_ratio=$(awk -v i="$bw_gbps" -v k="$ip_gbps" 'BEGIN {printf "%.2f", (k > 0) ? i / k : 0}')
 met_lat=$(awk -v r="$lat_ratio" 'BEGIN {print (r > 0 && r <= 1) ? "met" : "missed"}')
 met_bw=$(awk -v r="$bw_ratio" 'BEGIN {print (r >= 2) ? "met" : "missed"}')
-cmd="PERF_SECONDS=$secs PERF_LAT_ITERS=$lat_iters PERF_MTU=$mtu PERF_DEPTH=$depth PERF_QPS=$qps scripts/bench-perf.sh --record"
+cmd="PERF_RUNS=$runs PERF_SECONDS=$secs PERF_LAT_ITERS=$lat_iters PERF_DEPTH=$depth PERF_QPS=$qps scripts/bench-perf.sh --record"
 block=$(cat <<EOB
 
-Run of $(date -u +%Y-%m-%d) ($(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)): \`$cmd\`
+Run of $(date -u +%Y-%m-%d) ($ncpu CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)): \`$cmd\`
+(medians of $runs runs; per run: iwarp-perf $(all lat_med) us / $(all bw_gbps) Gbit/s, sockperf $(all sp_med) us, iperf3 $(all ip_gbps) Gbit/s)
 
-| benchmark | iwarp-perf over iwarpd (memif, MTU $mtu) | kernel, loopback, same run | ratio / target |
+| benchmark | iwarp-perf over one iwarpd (2 memif ports, 1 core, MTU 9000) | kernel, loopback, same run | ratio / target |
 |---|---|---|---|
-| send_lat 64 B, median half round trip | $(printf '%.2f' "$lat_med") us (p99 $(printf '%.2f' "$lat_p99") us) | sockperf ping-pong --tcp -m 64: $sp_med us | $lat_ratio x (target <= 1: $met_lat) |
-| write_bw 64 KiB, $qps QPs x depth $depth | $(printf '%.2f' "$bw_gbps") Gbit/s | iperf3 -l 64K: $ip_gbps Gbit/s | $bw_ratio x (target >= 2: $met_bw) |
+| send_lat 64 B, median half round trip | $(printf '%.2f' "$lat_med") us (p99 $(printf '%.2f' "$lat_p99") us) | sockperf ping-pong --tcp -m 64: $sp_med us (p99 $sp_p99 us) | $lat_ratio x (target <= 1: $met_lat) |
+| write_bw 64 KiB, $qps QP(s) x depth $depth | $(printf '%.2f' "$bw_gbps") Gbit/s | iperf3 -l 64K: $ip_gbps Gbit/s | $bw_ratio x (target >= 2: $met_bw) |
 EOB
 )
 echo "$block"

@@ -208,10 +208,12 @@ pub fn run(args: &Args) -> Result<Vec<SizeResult>, PerfError> {
         Role::Client(ip) => client(args, SocketAddrV4::new(ip, args.port), None),
         Role::Loopback => {
             let mut srv = Side::open(&args.daemon, args.qp_count(), max_size(args))?;
-            let port = srv
-                .ctx
-                .ports()
-                .first()
+            // One daemon with two ports wired to each other: the server end is reached
+            // at the second port's address, the client's QPs leave through port 0.
+            let ports = srv.ctx.ports();
+            let one_daemon_two_ports = args.peer_daemon.is_none() && ports.len() >= 2;
+            let port = ports
+                .get(usize::from(one_daemon_two_ports))
                 .ok_or_else(|| PerfError::Setup("the daemon has no port".into()))?
                 .ip;
             let listener = srv
@@ -221,8 +223,8 @@ pub fn run(args: &Args) -> Result<Vec<SizeResult>, PerfError> {
             listener
                 .listen(args.port, 64)
                 .map_err(|e| PerfError::verbs(format!("listen on port {}", args.port), e))?;
-            if args.peer_daemon.is_none() {
-                eprintln!("iwarp-perf: loopback on one daemon: the engine may refuse a connection to its own address; give --peer-daemon");
+            if args.peer_daemon.is_none() && !one_daemon_two_ports {
+                eprintln!("iwarp-perf: loopback on one daemon with one port: the engine may refuse a connection to its own address; give --peer-daemon or a daemon with two ports");
             }
             let r = client(
                 args,
