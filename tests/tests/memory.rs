@@ -335,7 +335,10 @@ fn fast_register_needs_a_privileged_qp() {
     let seed = seed_or_fresh();
     let _g = SeedGuard::new(seed, "fast_register_needs_a_privileged_qp");
     let opts = PairOptions {
-        qp: |q| q.privileged = false,
+        qp: |q| {
+            q.privileged = false;
+            q.fast_reg = false;
+        },
         ..PairOptions::default()
     };
     let mut p = Pair::new(seed, opts);
