@@ -122,6 +122,9 @@ build() {
     log "building the interop tools (tests/interop-siw)"
     (cd "$ROOT" && timeout 1800 cargo build -q -p iwarp-interop-siw) \
         || { echo "interop-siw: tests/interop-siw build failed" >&2; exit 1; }
+    # iwarp-perftest (perftest.* cells; a missing binary fails only those cells).
+    (cd "$ROOT" && timeout 1800 cargo build -q -p iwarp-perf --bin iwarp-perftest) \
+        || log "iwarp-perftest build failed: the perftest.* cells will fail"
     if [ ! -f /usr/include/rdma/rdma_cma.h ]; then
         log "installing librdmacm-dev (headers for siw_peer)"
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends librdmacm-dev >/dev/null \
@@ -625,6 +628,52 @@ cell_abort_by_iwarpd() {
         || { REASON="iwarpd's abort put neither a RST nor a Terminate on the wire"; return 1; }
 }
 
+# ---- perftest (iwarp-perftest, benches/iwarp-perf) ----
+
+IW_PERFTEST=$TGT/debug/iwarp-perftest
+
+# perftest_wire: both connections of a perftest run (the channel and the data connection)
+# on the wire, none with a Terminate or a RST.
+perftest_wire() {
+    stop_capture
+    local w; w=$(python3 "$WIRE" "$TMP/$CELL.pcap" 2>&1); echo "$w"
+    [ "$(echo "$w" | grep -c '^conn ')" -ge 2 ] || { REASON="wire: $(echo "$w" | grep -c '^conn ') connections, expected the channel and the data connection"; return 1; }
+    local bad='rst=[1-9]|term=[^N]'   # mpa_wire.py prints term=None for no Terminate
+    ! echo "$w" | grep -qE "$bad" || { REASON="wire: a Terminate or RST: $(echo "$w" | grep -E "$bad" | head -1 | sed 's/^ *//')"; return 1; }
+}
+
+# iwarpd passive: iwarp-perftest TOOL as the server, `ib_TOOL -R` on siw as the client.
+# cell_perftest_pas TOOL SIZE ITERS PORT [SIW_P2P [IWARPD_SET...]]
+cell_perftest_pas() {
+    local tool=$1 size=$2 iters=$3 port=$4 p2p=${5:-0} out try
+    shift 4; [ $# -gt 0 ] && shift
+    need_verbs mpa.revision=2 'mpa.crc="off"' "$@" || return 1
+    [ -x "$IW_PERFTEST" ] || { not_implemented "$IW_PERFTEST not built"; return 1; }
+    for try in 1 2 3; do
+        "$IW_PERFTEST" "$tool" -a "$DAEMON_IP" -p "$port" -s "$size" -n "$iters" -d siw-srv \
+            --timeout-ms 45000 --quiet-ms 3000 >"$TMP/iwp.log" 2>&1 &
+        local spid=$!
+        for _ in $(seq 50); do grep -q listening "$TMP/iwp.log" && break; sleep 0.1; done
+        out=$(GT=50 guest "$(siwknobs 2 0 "$p2p") ib_$tool -R -F -p $port -s $size -n $iters $DAEMON_IP" 2>&1)
+        local rc=$?; echo "== try $try"; echo "$out"
+        for _ in $(seq 100); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
+        kill $spid 2>/dev/null; wait $spid; local src=$?
+        cat "$TMP/iwp.log"
+        # perftest's start-up race on iWARP (siw-vm README): another try on a fresh port.
+        if [ $rc -ne 0 ] && echo "$out" | grep -qE 'Bad wc status|Unable to read from socket/rdma_cm' \
+            && [ $try -lt 3 ]; then
+            port=$((port + 20)); continue
+        fi
+        break
+    done
+    [ $rc -eq 0 ] || { REASON="ib_$tool exit $rc: $(echo "$out" | grep -vE '^ *(-|\*)|^$' | tail -2 | tr '\n' ' ')"; return 1; }
+    echo "$out" | grep -qE "^ *$size +$iters +[0-9]" \
+        || { REASON="ib_$tool printed no result line for $size B x $iters"; return 1; }
+    [ $src -eq 0 ] || { REASON="iwarp-perftest: $(grep '^error' "$TMP/iwp.log" | head -1)"; return 1; }
+    [ "$try" = 1 ] || echo "note: try $try (perftest's start-up race)"
+    perftest_wire
+}
+
 matrix() {
     run_cell net.arp-icmp cell_ping
     # revision x CRC x P2P (P2P only exists in revision 2), iwarpd passive then active.
@@ -679,12 +728,21 @@ matrix() {
     run_cell reject.by-iwarpd-app cell_reject_by_app
     run_cell reject.of-iwarpd-app cell_reject_of_app
     run_cell close.abort.by-iwarpd cell_abort_by_iwarpd
-    # perftest (ib_*_bw / ib_*_lat -R on siw) needs a perftest-compatible mode of iwarp-perf.
+    # perftest: ib_*_bw / ib_*_lat -R on siw against iwarp-perftest (docs/INTEROP.md).
     local t
-    for t in perftest.send-bw perftest.write-bw perftest.read-bw perftest.send-lat \
-             perftest.write-lat perftest.read-lat; do
-        run_cell "$t" not_implemented "perftest-compatible mode of iwarp-perf"
+    n=0
+    for t in send_bw write_bw read_bw send_lat read_lat; do
+        n=$((n + 1))
+        run_cell "perftest.${t/_/-}" cell_perftest_pas "$t" 64 200 $((7500 + n))
+        run_cell "perftest.${t/_/-}.64k" cell_perftest_pas "$t" 65536 100 $((7510 + n))
     done
+    # ib_write_lat's server writes first, which RFC 5044 7.1.2 forbids an MPA responder
+    # (docs/INTEROP.md, difference 10): with siw in peer-to-peer mode its RTR opens the way;
+    # without it iwarpd must be told not to wait for the initiator's first FPDU.
+    run_cell perftest.write-lat.p2p cell_perftest_pas write_lat 64 200 7506 1
+    run_cell perftest.write-lat.64k.p2p cell_perftest_pas write_lat 65536 100 7516 1
+    run_cell perftest.write-lat.no-first-fpdu-wait cell_perftest_pas write_lat 64 200 7507 0 \
+        mpa.responder_waits_for_first_fpdu=false
 }
 
 # ---------------------------------------------------------------------------------------------

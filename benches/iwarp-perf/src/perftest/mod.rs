@@ -1,0 +1,7 @@
+//! perftest compatibility (linux-rdma/perftest `ib_*_bw`/`ib_*_lat` with `-R`): the messages
+//! perftest exchanges over its rdma_cm communication channel, as facts (docs/INTEROP.md,
+//! "perftest's `-R` exchange"). Used by the `iwarp-perftest` binary.
+
+pub mod server;
+pub mod session;
+pub mod wire;
