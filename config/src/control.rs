@@ -181,6 +181,9 @@ mod tests {
         );
         assert_eq!(err(|c| c.max_clients = 0), "control.max_clients");
         assert_eq!(err(|c| c.max_arena_mb = 0), "control.max_arena_mb");
-        assert_eq!(err(|c| c.max_objects = OBJECTS_MAX + 1), "control.max_objects");
+        assert_eq!(
+            err(|c| c.max_objects = OBJECTS_MAX + 1),
+            "control.max_objects"
+        );
     }
 }

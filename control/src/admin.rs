@@ -28,7 +28,10 @@ impl<C: CoreLink> ControlServer<C> {
         let is_admin = self.clients.get(&id).is_some_and(|c| c.admin);
         let own = matches!(a, AdminRequest::Objects(Some(x)) if x == id);
         if !is_admin && !own {
-            return Err(err(ErrorCode::NotAdmin, "administration needs root or a user in [control] admin_users"));
+            return Err(err(
+                ErrorCode::NotAdmin,
+                "administration needs root or a user in [control] admin_users",
+            ));
         }
         let r = match a {
             AdminRequest::Status => AdminResponse::Status(self.status()),
@@ -49,7 +52,12 @@ impl<C: CoreLink> ControlServer<C> {
             ),
             AdminRequest::Objects(which) => {
                 let mut out = Vec::new();
-                let ids: Vec<u32> = self.clients.keys().copied().filter(|k| which.is_none_or(|w| w == *k)).collect();
+                let ids: Vec<u32> = self
+                    .clients
+                    .keys()
+                    .copied()
+                    .filter(|k| which.is_none_or(|w| w == *k))
+                    .collect();
                 for k in ids {
                     if let Some(c) = self.clients.get(&k) {
                         objects(&mut self.ctx, c, &mut out);
@@ -74,7 +82,11 @@ impl<C: CoreLink> ControlServer<C> {
             uptime_s: self.ctx.started.elapsed().as_secs(),
             cores: self.ctx.ncores() as u32,
             ports: self.ctx.ports.clone(),
-            clients: self.clients.values().filter(|c| c.phase == Phase::Ready).count() as u32,
+            clients: self
+                .clients
+                .values()
+                .filter(|c| c.phase == Phase::Ready)
+                .count() as u32,
             clients_total: self.ctx.stats.clients_total,
             clients_tearing_down: 0,
             totals,
@@ -102,7 +114,9 @@ impl<C: CoreLink> ControlServer<C> {
         });
         let t = self.ctx.cfg.core_timeout;
         for core in 0..self.ctx.ncores() {
-            if let Ok(ServiceReply::Snapshot { counters, .. }) = self.ctx.call_raw(core, ServiceRequest::Snapshot, t) {
+            if let Ok(ServiceReply::Snapshot { counters, .. }) =
+                self.ctx.call_raw(core, ServiceRequest::Snapshot, t)
+            {
                 out.push(CounterSet {
                     core: Some(core as u32),
                     values: vec![
@@ -120,8 +134,22 @@ impl<C: CoreLink> ControlServer<C> {
     }
 }
 
-fn info(client: u32, kind: &str, handle: u32, core: Option<usize>, state: &str, detail: Vec<(String, String)>) -> ObjectInfo {
-    ObjectInfo { client, kind: kind.into(), handle, core: core.map(|c| c as u32), state: state.into(), detail }
+fn info(
+    client: u32,
+    kind: &str,
+    handle: u32,
+    core: Option<usize>,
+    state: &str,
+    detail: Vec<(String, String)>,
+) -> ObjectInfo {
+    ObjectInfo {
+        client,
+        kind: kind.into(),
+        handle,
+        core: core.map(|c| c as u32),
+        state: state.into(),
+        detail,
+    }
 }
 
 fn kv(k: &str, v: impl ToString) -> (String, String) {
@@ -135,35 +163,78 @@ fn objects<C: CoreLink>(ctx: &mut Ctx<C>, c: &Client, out: &mut Vec<ObjectInfo>)
         out.push(info(id, "pd", h, None, "valid", vec![kv("users", p.users)]));
     }
     for (h, q) in c.cqs.iter() {
-        out.push(info(id, "cq", h, None, "valid", vec![kv("depth", q.depth), kv("qps", q.users)]));
+        out.push(info(
+            id,
+            "cq",
+            h,
+            None,
+            "valid",
+            vec![kv("depth", q.depth), kv("qps", q.users)],
+        ));
     }
     for (h, q) in c.qps.iter() {
         let state = match crate::verbs::query_qp(ctx, c, QpHandle(h)) {
             Ok(i) => format!("{:?}", i.state).to_lowercase(),
             Err(_) => "unknown".into(),
         };
-        out.push(info(id, "qp", h, Some(q.core), &state, vec![
-            kv("sq_wr", q.cap.max_send_wr),
-            kv("rq_wr", q.cap.max_recv_wr),
-            kv("cm_id", q.cm.map_or("-".to_string(), |x| x.to_string())),
-        ]));
+        out.push(info(
+            id,
+            "qp",
+            h,
+            Some(q.core),
+            &state,
+            vec![
+                kv("sq_wr", q.cap.max_send_wr),
+                kv("rq_wr", q.cap.max_recv_wr),
+                kv("cm_id", q.cm.map_or("-".to_string(), |x| x.to_string())),
+            ],
+        ));
     }
     for (h, s) in c.srqs.iter() {
-        out.push(info(id, "srq", h, Some(s.core), "valid", vec![kv("max_wr", s.max_wr), kv("max_sge", s.max_sge), kv("qps", s.users)]));
+        out.push(info(
+            id,
+            "srq",
+            h,
+            Some(s.core),
+            "valid",
+            vec![
+                kv("max_wr", s.max_wr),
+                kv("max_sge", s.max_sge),
+                kv("qps", s.users),
+            ],
+        ));
     }
     for (stag, s) in &c.stags {
         let kind = match s.kind {
             StagKind::Mr | StagKind::FastReg => "mr",
             StagKind::Mw(_) => "mw",
         };
-        out.push(info(id, kind, *stag, None, if s.kind == StagKind::FastReg { "fast-register" } else { "valid" }, vec![
-            kv("offset", s.offset),
-            kv("len", s.len),
-            kv("access", format!("{:#x}", s.access.0)),
-        ]));
+        out.push(info(
+            id,
+            kind,
+            *stag,
+            None,
+            if s.kind == StagKind::FastReg {
+                "fast-register"
+            } else {
+                "valid"
+            },
+            vec![
+                kv("offset", s.offset),
+                kv("len", s.len),
+                kv("access", format!("{:#x}", s.access.0)),
+            ],
+        ));
     }
     for (h, a) in c.arenas.iter() {
-        out.push(info(id, "arena", h, None, if a.hugepages { "hugepages" } else { "pages" }, vec![kv("len", a.len), kv("mrs", a.users)]));
+        out.push(info(
+            id,
+            "arena",
+            h,
+            None,
+            if a.hugepages { "hugepages" } else { "pages" },
+            vec![kv("len", a.len), kv("mrs", a.users)],
+        ));
     }
     for (h, x) in c.cm_ids.iter() {
         let (state, core) = match x.state {
@@ -177,6 +248,13 @@ fn objects<C: CoreLink>(ctx: &mut Ctx<C>, c: &Client, out: &mut Vec<ObjectInfo>)
         out.push(info(id, "cm_id", h, core, &state, Vec::new()));
     }
     for (h, ch) in c.channels.iter() {
-        out.push(info(id, "channel", h, None, "valid", vec![kv("cqs", ch.users)]));
+        out.push(info(
+            id,
+            "channel",
+            h,
+            None,
+            "valid",
+            vec![kv("cqs", ch.users)],
+        ));
     }
 }

@@ -8,9 +8,7 @@ use std::time::Instant;
 use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{AreaView, RingHeap, DOORBELL_BITS};
 use iwarp_types::{ConnId, CqId, PdId, QpId, RegionId, SrqId};
-use iwarp_verbs_proto::{
-    AccessFlags, Channel, MwKind, ObjectTotals, PeerCred, QpCap, RingRef,
-};
+use iwarp_verbs_proto::{AccessFlags, Channel, MwKind, ObjectTotals, PeerCred, QpCap, RingRef};
 
 use crate::tables::{BitAlloc, Table};
 use crate::ControlConfig;
@@ -184,7 +182,13 @@ pub struct Client {
 
 impl Client {
     /// A fresh client on `chan`.
-    pub fn new(id: u32, chan: Channel, cred: PeerCred, cores: usize, cfg: &ControlConfig) -> Client {
+    pub fn new(
+        id: u32,
+        chan: Channel,
+        cred: PeerCred,
+        cores: usize,
+        cfg: &ControlConfig,
+    ) -> Client {
         let n = cfg.max_objects as usize;
         Client {
             id,
@@ -213,9 +217,8 @@ impl Client {
 
     /// Object counts (exact: from the tables).
     pub fn totals(&self) -> ObjectTotals {
-        let count = |k: fn(&StagKind) -> bool| {
-            self.stags.values().filter(|s| k(&s.kind)).count() as u32
-        };
+        let count =
+            |k: fn(&StagKind) -> bool| self.stags.values().filter(|s| k(&s.kind)).count() as u32;
         ObjectTotals {
             pds: self.pds.len() as u32,
             cqs: self.cqs.len() as u32,

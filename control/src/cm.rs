@@ -22,7 +22,10 @@ pub(crate) fn dispatch<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, req: Reque
         Request::CreateCmId => {
             let h = c
                 .cm_ids
-                .insert(CmId { state: CmState::Idle, qp: None })
+                .insert(CmId {
+                    state: CmState::Idle,
+                    qp: None,
+                })
                 .ok_or_else(|| err(ErrorCode::LimitReached, "CM ids up to control.max_objects"))?;
             Ok(Response::CmId(CmIdHandle(h)).into())
         }
@@ -32,21 +35,42 @@ pub(crate) fn dispatch<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, req: Reque
             Ok(Response::Ok.into())
         }
         Request::Listen { id, addr, backlog } => listen(ctx, c, id, addr, backlog),
-        Request::Connect { id, qp, remote, param } => connect(ctx, c, id, qp, remote, param),
+        Request::Connect {
+            id,
+            qp,
+            remote,
+            param,
+        } => connect(ctx, c, id, qp, remote, param),
         Request::Accept { id, qp, param } => accept(ctx, c, id, qp, param),
         Request::Reject { id, private_data } => {
             let (core, conn) = match cm(c, id)?.state {
                 CmState::Requested { core, conn } => (core, conn),
-                _ => return Err(err(ErrorCode::InvalidCmState, "Reject needs a pending connection request")),
+                _ => {
+                    return Err(err(
+                        ErrorCode::InvalidCmState,
+                        "Reject needs a pending connection request",
+                    ))
+                }
             };
             let pd = private(&private_data)?;
-            ctx.call(core, ServiceRequest::Reject { client: c.id, conn, private_data: pd }, "Reject")?;
+            ctx.call(
+                core,
+                ServiceRequest::Reject {
+                    client: c.id,
+                    conn,
+                    private_data: pd,
+                },
+                "Reject",
+            )?;
             set_state(c, id.0, CmState::Closed);
             Ok(Response::Ok.into())
         }
         Request::Disconnect(id) => close(ctx, c, id, false),
         Request::Abort(id) => close(ctx, c, id, true),
-        _ => Err(err(ErrorCode::Internal, "request routed to the wrong handler")),
+        _ => Err(err(
+            ErrorCode::Internal,
+            "request routed to the wrong handler",
+        )),
     }
 }
 
@@ -62,7 +86,13 @@ fn set_state(c: &mut Client, id: u32, s: CmState) {
 
 fn private(data: &[u8]) -> Result<PrivateData, Error> {
     if data.len() > MAX_PRIVATE_DATA {
-        return Err(err(ErrorCode::InvalidArgument, format!("{} bytes of private data, at most {MAX_PRIVATE_DATA}", data.len())));
+        return Err(err(
+            ErrorCode::InvalidArgument,
+            format!(
+                "{} bytes of private data, at most {MAX_PRIVATE_DATA}",
+                data.len()
+            ),
+        ));
     }
     PrivateData::new(data).ok_or_else(|| err(ErrorCode::InvalidArgument, "private data too long"))
 }
@@ -73,13 +103,27 @@ pub(crate) fn destroy<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: u32) {
     let Some(x) = c.cm_ids.remove(id) else { return };
     match x.state {
         CmState::Listening { port, ip } => {
-            let cores: Vec<usize> = (0..ctx.ncores()).filter(|&k| ip == [0; 4] || ctx.ip_of(k) == ip).collect();
+            let cores: Vec<usize> = (0..ctx.ncores())
+                .filter(|&k| ip == [0; 4] || ctx.ip_of(k) == ip)
+                .collect();
             for core in cores {
-                let _ = ctx.call(core, ServiceRequest::Unlisten { client: c.id, port }, "Unlisten");
+                let _ = ctx.call(
+                    core,
+                    ServiceRequest::Unlisten { client: c.id, port },
+                    "Unlisten",
+                );
             }
         }
         CmState::Requested { core, conn } => {
-            let _ = ctx.call(core, ServiceRequest::Reject { client: c.id, conn, private_data: PrivateData::EMPTY }, "Reject");
+            let _ = ctx.call(
+                core,
+                ServiceRequest::Reject {
+                    client: c.id,
+                    conn,
+                    private_data: PrivateData::EMPTY,
+                },
+                "Reject",
+            );
         }
         CmState::Connecting { .. } | CmState::Connected { .. } => {
             if let Some(q) = x.qp.and_then(|q| c.qps.get(q)) {
@@ -94,7 +138,13 @@ pub(crate) fn destroy<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: u32) {
     }
 }
 
-fn listen<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, addr: Addr, backlog: u32) -> Res {
+fn listen<C: CoreLink>(
+    ctx: &mut Ctx<C>,
+    c: &mut Client,
+    id: CmIdHandle,
+    addr: Addr,
+    backlog: u32,
+) -> Res {
     if cm(c, id)?.state != CmState::Idle {
         return Err(err(ErrorCode::InvalidCmState, "Listen needs a new CM id"));
     }
@@ -102,41 +152,89 @@ fn listen<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, addr: A
         return Err(err(ErrorCode::InvalidArgument, "Listen needs a TCP port"));
     }
     if addr.ip != [0; 4] && !ctx.ports.iter().any(|p| p.ip == addr.ip) {
-        return Err(err(ErrorCode::NoRoute, format!("no port of this daemon has address {:?}", addr.ip)));
+        return Err(err(
+            ErrorCode::NoRoute,
+            format!("no port of this daemon has address {:?}", addr.ip),
+        ));
     }
     let backlog = backlog.clamp(1, 1024);
     // 0.0.0.0: every core service; an address: the services of the port that has it.
-    let cores: Vec<usize> = (0..ctx.ncores()).filter(|&k| addr.ip == [0; 4] || ctx.ip_of(k) == addr.ip).collect();
+    let cores: Vec<usize> = (0..ctx.ncores())
+        .filter(|&k| addr.ip == [0; 4] || ctx.ip_of(k) == addr.ip)
+        .collect();
     for (n, &core) in cores.iter().enumerate() {
-        let req = ServiceRequest::Listen { client: c.id, cm_id: id.0, port: addr.port, backlog };
+        let req = ServiceRequest::Listen {
+            client: c.id,
+            cm_id: id.0,
+            port: addr.port,
+            backlog,
+        };
         if let Err(e) = ctx.call(core, req, "Listen") {
             for &k in &cores[..n] {
-                let _ = ctx.call(k, ServiceRequest::Unlisten { client: c.id, port: addr.port }, "Unlisten");
+                let _ = ctx.call(
+                    k,
+                    ServiceRequest::Unlisten {
+                        client: c.id,
+                        port: addr.port,
+                    },
+                    "Unlisten",
+                );
             }
             return Err(e);
         }
     }
-    set_state(c, id.0, CmState::Listening { port: addr.port, ip: addr.ip });
+    set_state(
+        c,
+        id.0,
+        CmState::Listening {
+            port: addr.port,
+            ip: addr.ip,
+        },
+    );
     Ok(Response::Ok.into())
 }
 
-fn connect<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, qp: QpHandle, remote: Addr, p: ConnParam) -> Res {
+fn connect<C: CoreLink>(
+    ctx: &mut Ctx<C>,
+    c: &mut Client,
+    id: CmIdHandle,
+    qp: QpHandle,
+    remote: Addr,
+    p: ConnParam,
+) -> Res {
     if cm(c, id)?.state != CmState::Idle {
         return Err(err(ErrorCode::InvalidCmState, "Connect needs a new CM id"));
     }
     let pd = private(&p.private_data)?;
     let q = c.qps.get(qp.0).ok_or_else(|| no_such("QP", qp.0))?;
     if q.cm.is_some() {
-        return Err(err(ErrorCode::InvalidQp, "the QP is given to another CM id"));
+        return Err(err(
+            ErrorCode::InvalidQp,
+            "the QP is given to another CM id",
+        ));
     }
     let params = ConnectParams {
         private_data: pd,
-        ird: if p.responder_resources == 0 { q.ird } else { p.responder_resources },
-        ord: if p.initiator_depth == 0 { q.ord } else { p.initiator_depth },
+        ird: if p.responder_resources == 0 {
+            q.ird
+        } else {
+            p.responder_resources
+        },
+        ord: if p.initiator_depth == 0 {
+            q.ord
+        } else {
+            p.initiator_depth
+        },
         p2p: ctx.cfg.p2p,
     };
     let (core, engine_qp) = (q.core, q.id);
-    let req = ServiceRequest::Connect { client: c.id, cm_id: id.0, qp: engine_qp, remote: remote.into(), params };
+    let req = ServiceRequest::Connect {
+        client: c.id,
+        cm_id: id.0,
+        qp: engine_qp,
+        remote: remote.into(),
+        params,
+    };
     let conn = match ctx.call(core, req, "Connect") {
         Ok(ServiceReply::Connecting { conn, .. }) => conn,
         r => return Err(unexpected(r, "Connect")),
@@ -155,24 +253,58 @@ fn link(c: &mut Client, id: u32, qp: u32, state: CmState) {
     }
 }
 
-fn accept<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, qp: QpHandle, p: ConnParam) -> Res {
+fn accept<C: CoreLink>(
+    ctx: &mut Ctx<C>,
+    c: &mut Client,
+    id: CmIdHandle,
+    qp: QpHandle,
+    p: ConnParam,
+) -> Res {
     let (core, conn) = match cm(c, id)?.state {
         CmState::Requested { core, conn } => (core, conn),
-        _ => return Err(err(ErrorCode::InvalidCmState, "Accept needs a pending connection request")),
+        _ => {
+            return Err(err(
+                ErrorCode::InvalidCmState,
+                "Accept needs a pending connection request",
+            ))
+        }
     };
     let q = c.qps.get(qp.0).ok_or_else(|| no_such("QP", qp.0))?;
     if q.core != core {
-        return Err(err(ErrorCode::WrongCore, format!("the QP is on core {}, the request on core {core}: create it with for_cm_id", q.core)));
+        return Err(err(
+            ErrorCode::WrongCore,
+            format!(
+                "the QP is on core {}, the request on core {core}: create it with for_cm_id",
+                q.core
+            ),
+        ));
     }
     if q.cm.is_some() {
-        return Err(err(ErrorCode::InvalidQp, "the QP is given to another CM id"));
+        return Err(err(
+            ErrorCode::InvalidQp,
+            "the QP is given to another CM id",
+        ));
     }
     let params = AcceptParams {
         private_data: private(&p.private_data)?,
-        ird: if p.responder_resources == 0 { q.ird } else { p.responder_resources },
-        ord: if p.initiator_depth == 0 { q.ord } else { p.initiator_depth },
+        ird: if p.responder_resources == 0 {
+            q.ird
+        } else {
+            p.responder_resources
+        },
+        ord: if p.initiator_depth == 0 {
+            q.ord
+        } else {
+            p.initiator_depth
+        },
     };
-    let req = ServiceRequest::Accept { client: c.id, cm_id: id.0, conn, qp: q.id, params };
+    let req = ServiceRequest::Accept {
+        client: c.id,
+        cm_id: id.0,
+        conn,
+        qp: q.id,
+        params,
+    };
     ctx.call(core, req, "Accept")?;
     link(c, id.0, qp.0, CmState::Connecting { core, conn });
     Ok(Response::Ok.into())
@@ -182,9 +314,17 @@ fn close<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, abort: b
     let x = cm(c, id)?;
     let q = match (x.state, x.qp) {
         (CmState::Connecting { .. } | CmState::Connected { .. }, Some(q)) => q,
-        _ => return Err(err(ErrorCode::InvalidCmState, "the CM id has no connection")),
+        _ => {
+            return Err(err(
+                ErrorCode::InvalidCmState,
+                "the CM id has no connection",
+            ))
+        }
     };
-    let q = c.qps.get(q).ok_or_else(|| err(ErrorCode::InvalidCmState, "the connection's QP is gone"))?;
+    let q = c
+        .qps
+        .get(q)
+        .ok_or_else(|| err(ErrorCode::InvalidCmState, "the connection's QP is gone"))?;
     let (core, qp) = (q.core, q.id);
     let req = if abort {
         ServiceRequest::Abort { client: c.id, qp }
@@ -243,7 +383,12 @@ fn resource(o: AsyncObject) -> EventResourceRef {
 }
 
 /// Delivers one notice of `core` to its client.
-pub(crate) fn route<C: CoreLink>(ctx: &mut Ctx<C>, clients: &mut BTreeMap<u32, Client>, core: usize, n: ServiceNotice) {
+pub(crate) fn route<C: CoreLink>(
+    ctx: &mut Ctx<C>,
+    clients: &mut BTreeMap<u32, Client>,
+    core: usize,
+    n: ServiceNotice,
+) {
     let client = match n {
         ServiceNotice::Cm { client, .. }
         | ServiceNotice::Async { client, .. }
@@ -257,14 +402,24 @@ pub(crate) fn route<C: CoreLink>(ctx: &mut Ctx<C>, clients: &mut BTreeMap<u32, C
     ctx.stats.notices += 1;
     match n {
         ServiceNotice::CqWake { cq, .. } => {
-            let fd = c.cqs.get(cq).and_then(|q| q.channel).and_then(|ch| c.channels.get(ch));
+            let fd = c
+                .cqs
+                .get(cq)
+                .and_then(|q| q.channel)
+                .and_then(|ch| c.channels.get(ch));
             if let Some(ch) = fd {
                 // A full counter (EAGAIN) still wakes the reader: nothing is lost.
                 let _ = rustix::io::write(&ch.fd, &1u64.to_ne_bytes());
             }
         }
         ServiceNotice::Async { object, kind, .. } => {
-            send_event(c, Event::Async(AsyncEventMsg { resource: resource(object), kind: async_kind(kind) }));
+            send_event(
+                c,
+                Event::Async(AsyncEventMsg {
+                    resource: resource(object),
+                    kind: async_kind(kind),
+                }),
+            );
         }
         ServiceNotice::RingCorrupt { object, .. } => {
             let kind = match object {
@@ -272,7 +427,13 @@ pub(crate) fn route<C: CoreLink>(ctx: &mut Ctx<C>, clients: &mut BTreeMap<u32, C
                 AsyncObject::Cq(_) => AsyncKind::CqError,
                 AsyncObject::Qp(_) => AsyncKind::LocalQpCatastrophic,
             };
-            send_event(c, Event::Async(AsyncEventMsg { resource: resource(object), kind }));
+            send_event(
+                c,
+                Event::Async(AsyncEventMsg {
+                    resource: resource(object),
+                    kind,
+                }),
+            );
         }
         ServiceNotice::Cm { event, .. } => cm_notice(ctx, c, core, event),
     }
@@ -280,49 +441,114 @@ pub(crate) fn route<C: CoreLink>(ctx: &mut Ctx<C>, clients: &mut BTreeMap<u32, C
 
 fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNotice) {
     match n {
-        CmNotice::ConnectRequest { listen_cm_id, conn, remote, local_port, private_data, ird, ord } => {
-            let listening = c.cm_ids.get(listen_cm_id).is_some_and(|x| matches!(x.state, CmState::Listening { .. }));
+        CmNotice::ConnectRequest {
+            listen_cm_id,
+            conn,
+            remote,
+            local_port,
+            private_data,
+            ird,
+            ord,
+        } => {
+            let listening = c
+                .cm_ids
+                .get(listen_cm_id)
+                .is_some_and(|x| matches!(x.state, CmState::Listening { .. }));
             let new = listening
-                .then(|| c.cm_ids.insert(CmId { state: CmState::Requested { core, conn }, qp: None }))
+                .then(|| {
+                    c.cm_ids.insert(CmId {
+                        state: CmState::Requested { core, conn },
+                        qp: None,
+                    })
+                })
                 .flatten();
             let Some(new) = new else {
-                let _ = ctx.call(core, ServiceRequest::Reject { client: c.id, conn, private_data: PrivateData::EMPTY }, "Reject");
+                let _ = ctx.call(
+                    core,
+                    ServiceRequest::Reject {
+                        client: c.id,
+                        conn,
+                        private_data: PrivateData::EMPTY,
+                    },
+                    "Reject",
+                );
                 return;
             };
             let ip = ctx.ip_of(core);
-            send_event(c, Event::Cm {
-                id: CmIdHandle(listen_cm_id),
-                event: CmEvent::ConnectRequest {
-                    id: CmIdHandle(new),
-                    remote: remote.into(),
-                    local: Addr { ip, port: local_port },
-                    private_data: private_data.as_slice().to_vec(),
-                    ird,
-                    ord,
+            send_event(
+                c,
+                Event::Cm {
+                    id: CmIdHandle(listen_cm_id),
+                    event: CmEvent::ConnectRequest {
+                        id: CmIdHandle(new),
+                        remote: remote.into(),
+                        local: Addr {
+                            ip,
+                            port: local_port,
+                        },
+                        private_data: private_data.as_slice().to_vec(),
+                        ird,
+                        ord,
+                    },
                 },
-            });
+            );
         }
-        CmNotice::Established { cm_id, conn, private_data, .. } => {
+        CmNotice::Established {
+            cm_id,
+            conn,
+            private_data,
+            ..
+        } => {
             let qp = c.cm_ids.get(cm_id).and_then(|x| x.qp);
             set_state(c, cm_id, CmState::Connected { core, conn });
             if let Some(qp) = qp {
-                send_event(c, Event::Cm {
-                    id: CmIdHandle(cm_id),
-                    event: CmEvent::Established { private_data: private_data.as_slice().to_vec(), qp: QpHandle(qp) },
-                });
+                send_event(
+                    c,
+                    Event::Cm {
+                        id: CmIdHandle(cm_id),
+                        event: CmEvent::Established {
+                            private_data: private_data.as_slice().to_vec(),
+                            qp: QpHandle(qp),
+                        },
+                    },
+                );
             }
         }
-        CmNotice::Rejected { cm_id, private_data, .. } => {
+        CmNotice::Rejected {
+            cm_id,
+            private_data,
+            ..
+        } => {
             set_state(c, cm_id, CmState::Closed);
-            send_event(c, Event::Cm { id: CmIdHandle(cm_id), event: CmEvent::Rejected { private_data: private_data.as_slice().to_vec() } });
+            send_event(
+                c,
+                Event::Cm {
+                    id: CmIdHandle(cm_id),
+                    event: CmEvent::Rejected {
+                        private_data: private_data.as_slice().to_vec(),
+                    },
+                },
+            );
         }
         CmNotice::ConnectFailed { cm_id, reason, .. } => {
             set_state(c, cm_id, CmState::Closed);
-            send_event(c, Event::Cm { id: CmIdHandle(cm_id), event: CmEvent::ConnectError(connect_error(reason)) });
+            send_event(
+                c,
+                Event::Cm {
+                    id: CmIdHandle(cm_id),
+                    event: CmEvent::ConnectError(connect_error(reason)),
+                },
+            );
         }
         CmNotice::Disconnected { cm_id, .. } => {
             set_state(c, cm_id, CmState::Closed);
-            send_event(c, Event::Cm { id: CmIdHandle(cm_id), event: CmEvent::Disconnected });
+            send_event(
+                c,
+                Event::Cm {
+                    id: CmIdHandle(cm_id),
+                    event: CmEvent::Disconnected,
+                },
+            );
         }
     }
 }

@@ -12,13 +12,21 @@ use iwarp_verbs_proto::{ErrorCode, ErrorReply};
 /// tests use a fake.
 pub trait CoreLink: Send {
     /// Sends `req` and waits at most `timeout` for its reply.
-    fn call(&mut self, req: ServiceRequest, timeout: Duration) -> Result<ServiceReply, ServiceError>;
+    fn call(
+        &mut self,
+        req: ServiceRequest,
+        timeout: Duration,
+    ) -> Result<ServiceReply, ServiceError>;
     /// The oldest unread notice.
     fn poll_notice(&mut self) -> Option<ServiceNotice>;
 }
 
 impl CoreLink for ServiceHandle {
-    fn call(&mut self, req: ServiceRequest, timeout: Duration) -> Result<ServiceReply, ServiceError> {
+    fn call(
+        &mut self,
+        req: ServiceRequest,
+        timeout: Duration,
+    ) -> Result<ServiceReply, ServiceError> {
         ServiceHandle::call(self, req, timeout)
     }
 
@@ -93,7 +101,10 @@ pub fn err(code: ErrorCode, msg: impl Into<String>) -> ErrorReply {
 
 /// The answer for a handle the client does not own.
 pub fn no_such(kind: &str, h: u32) -> ErrorReply {
-    ErrorReply::new(ErrorCode::NoSuchObject, format!("no {kind} {h:#x} belongs to this client"))
+    ErrorReply::new(
+        ErrorCode::NoSuchObject,
+        format!("no {kind} {h:#x} belongs to this client"),
+    )
 }
 
 #[cfg(test)]
@@ -108,6 +119,9 @@ mod tests {
         let e = service_error("AllocPd", 1, ServiceError::Timeout);
         assert_eq!(e.code, ErrorCode::CoreTimeout);
         assert!(e.message.contains("core 1"));
-        assert_eq!(service_error("x", 0, ServiceError::TableFull).code, ErrorCode::LimitReached);
+        assert_eq!(
+            service_error("x", 0, ServiceError::TableFull).code,
+            ErrorCode::LimitReached
+        );
     }
 }

@@ -41,7 +41,12 @@ fn parse_db(text: &str) -> Vec<(String, u32, Vec<String>)> {
             let id = f.get(2)?.parse().ok()?;
             let members = f
                 .get(3)
-                .map(|m| m.split(',').filter(|s| !s.is_empty()).map(str::to_string).collect())
+                .map(|m| {
+                    m.split(',')
+                        .filter(|s| !s.is_empty())
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default();
             Some((f[0].to_string(), id, members))
         })
@@ -90,7 +95,9 @@ impl AccountDb {
         if let Ok(id) = entry.parse::<u32>() {
             return Some(id);
         }
-        list.iter().find(|(n, _, _)| n == entry).map(|(_, id, _)| *id)
+        list.iter()
+            .find(|(n, _, _)| n == entry)
+            .map(|(_, id, _)| *id)
     }
 
     /// Groups that list user `uid` as a member (by name).
@@ -128,8 +135,9 @@ impl Policy {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                AccountDb::resolve(&db.groups, e)
-                    .ok_or_else(|| format!("control.allow_groups[{i}]: no group `{e}` in /etc/group"))
+                AccountDb::resolve(&db.groups, e).ok_or_else(|| {
+                    format!("control.allow_groups[{i}]: no group `{e}` in /etc/group")
+                })
             })
             .collect::<Result<_, _>>()?;
         Ok(Policy {
@@ -144,8 +152,7 @@ impl Policy {
         if cred.uid == 0 || self.admin_uids.contains(&cred.uid) {
             return Admission::Admin;
         }
-        if self.allow_uids.contains(&cred.uid)
-            || groups.iter().any(|g| self.allow_gids.contains(g))
+        if self.allow_uids.contains(&cred.uid) || groups.iter().any(|g| self.allow_gids.contains(g))
         {
             return Admission::User;
         }
@@ -186,21 +193,42 @@ mod tests {
     const GROUP: &str = "root:x:0:\nrdma:x:500:bob,carol\nalice:x:1000:\n";
 
     fn cred(uid: u32, gid: u32) -> PeerCred {
-        PeerCred { pid: u32::MAX, uid, gid }
+        PeerCred {
+            pid: u32::MAX,
+            uid,
+            gid,
+        }
     }
 
     #[test]
     fn root_users_groups_and_admins() {
         let db = AccountDb::from_text(PASSWD, GROUP);
-        let p = Policy::resolve(&db, &["alice".into(), "2000".into()], &["rdma".into()], &["ops".into()]).unwrap();
+        let p = Policy::resolve(
+            &db,
+            &["alice".into(), "2000".into()],
+            &["rdma".into()],
+            &["ops".into()],
+        )
+        .unwrap();
         assert_eq!(p.admit(&cred(0, 0), &db), Admission::Admin);
         assert_eq!(p.admit(&cred(1002, 1002), &db), Admission::Admin);
         assert_eq!(p.admit(&cred(1000, 1000), &db), Admission::User);
         assert_eq!(p.admit(&cred(2000, 7), &db), Admission::User, "numeric uid");
-        assert_eq!(p.admit(&cred(1001, 1001), &db), Admission::User, "bob is in rdma by /etc/group");
-        assert_eq!(p.admit(&cred(3000, 500), &db), Admission::User, "primary group rdma");
+        assert_eq!(
+            p.admit(&cred(1001, 1001), &db),
+            Admission::User,
+            "bob is in rdma by /etc/group"
+        );
+        assert_eq!(
+            p.admit(&cred(3000, 500), &db),
+            Admission::User,
+            "primary group rdma"
+        );
         assert_eq!(p.admit(&cred(65534, 65534), &db), Admission::Denied);
-        assert_eq!(p.admit_with_groups(&cred(65534, 1), &[1, 500]), Admission::User);
+        assert_eq!(
+            p.admit_with_groups(&cred(65534, 1), &[1, 500]),
+            Admission::User
+        );
     }
 
     #[test]
@@ -224,7 +252,11 @@ mod tests {
 
     #[test]
     fn own_supplementary_groups_are_read() {
-        let cred = PeerCred { pid: std::process::id(), uid: 4242, gid: 4242 };
+        let cred = PeerCred {
+            pid: std::process::id(),
+            uid: 4242,
+            gid: 4242,
+        };
         let db = AccountDb::from_text("", "");
         let mine = proc_groups(cred.pid);
         if let Some(&g) = mine.first() {

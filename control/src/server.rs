@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 
 use iwarp_runtime::Placement;
 use iwarp_shm_mem::{Backing, RegionTable, SharedMapping};
+use iwarp_shm_ring::DoorbellBlock;
 use iwarp_shm_ring::{
     AreaView, RingHeap, DOORBELL_BITS, DOORBELL_BLOCK_BYTES, DOORBELL_OFFSET, RING_AREA_BYTES,
 };
-use iwarp_shm_ring::DoorbellBlock;
 use iwarp_shm_service::{ServiceError, ServiceReply, ServiceRequest};
 use iwarp_verbs_proto::{
     Channel, ClientMsg, CounterSet, DeviceAttr, ErrorCode, ErrorReply, Event, Listener, PortAttr,
@@ -48,7 +48,10 @@ pub(crate) struct Out {
 
 impl From<Response> for Out {
     fn from(resp: Response) -> Out {
-        Out { resp, fds: Vec::new() }
+        Out {
+            resp,
+            fds: Vec::new(),
+        }
     }
 }
 
@@ -97,7 +100,12 @@ pub(crate) struct Ctx<C> {
 
 impl<C: CoreLink> Ctx<C> {
     /// One request to one core, its error named after `what`.
-    pub fn call(&mut self, core: usize, req: ServiceRequest, what: &str) -> Result<ServiceReply, ErrorReply> {
+    pub fn call(
+        &mut self,
+        core: usize,
+        req: ServiceRequest,
+        what: &str,
+    ) -> Result<ServiceReply, ErrorReply> {
         let t = self.cfg.core_timeout;
         let link = self
             .cores
@@ -107,7 +115,12 @@ impl<C: CoreLink> Ctx<C> {
     }
 
     /// A raw call (teardown wants the `ServiceError`).
-    pub fn call_raw(&mut self, core: usize, req: ServiceRequest, t: Duration) -> Result<ServiceReply, ServiceError> {
+    pub fn call_raw(
+        &mut self,
+        core: usize,
+        req: ServiceRequest,
+        t: Duration,
+    ) -> Result<ServiceReply, ServiceError> {
         match self.cores.get_mut(core) {
             Some(l) => l.call(req, t),
             None => Err(ServiceError::CoreGone),
@@ -133,7 +146,9 @@ impl<C: CoreLink> Ctx<C> {
     /// created before its destination is known, so active opens leave through port 0).
     /// The policy's pick `i` is the i-th of those services.
     pub fn place(&mut self, key: u64) -> usize {
-        let first: Vec<usize> = (0..self.cores.len()).filter(|&i| self.port_of(i) == 0).collect();
+        let first: Vec<usize> = (0..self.cores.len())
+            .filter(|&i| self.port_of(i) == 0)
+            .collect();
         let n = first.len().max(1);
         if let Some(i) = self.placement.as_mut().and_then(|p| p.pick(key)) {
             if let Some(&core) = first.get(i) {
@@ -179,7 +194,11 @@ impl<C: CoreLink> ControlServer<C> {
         let db = AccountDb::system();
         let policy = Policy::resolve(&db, &cfg.allow_users, &cfg.allow_groups, &cfg.admin_users)?;
         if cores.is_empty() || cores.len() > iwarp_shm_ring::MAX_CORES as usize {
-            return Err(format!("control: {} dataplane cores (1..={} served)", cores.len(), iwarp_shm_ring::MAX_CORES));
+            return Err(format!(
+                "control: {} dataplane cores (1..={} served)",
+                cores.len(),
+                iwarp_shm_ring::MAX_CORES
+            ));
         }
         Ok(ControlServer {
             ctx: Ctx {
@@ -218,10 +237,17 @@ impl<C: CoreLink> ControlServer<C> {
     /// the services of the port that has it, a listen on 0.0.0.0 to all.
     pub fn set_service_ports(&mut self, ports: Vec<usize>) -> Result<(), String> {
         if ports.len() != self.ctx.cores.len() {
-            return Err(format!("control: {} service ports for {} core services", ports.len(), self.ctx.cores.len()));
+            return Err(format!(
+                "control: {} service ports for {} core services",
+                ports.len(),
+                self.ctx.cores.len()
+            ));
         }
         if let Some(p) = ports.iter().find(|&&p| p >= self.ctx.ports.len().max(1)) {
-            return Err(format!("control: a service of port {p}, the daemon has {}", self.ctx.ports.len()));
+            return Err(format!(
+                "control: a service of port {p}, the daemon has {}",
+                self.ctx.ports.len()
+            ));
         }
         if !ports.contains(&0) {
             return Err("control: no service drives port 0 (active QPs go there)".into());
@@ -241,16 +267,21 @@ impl<C: CoreLink> ControlServer<C> {
         let path = self.ctx.cfg.socket.clone();
         let shown = path.display();
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("control.socket: cannot create {}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| format!("control.socket: cannot create {}: {e}", dir.display()))?;
         }
         if path.exists() {
             if Channel::connect(&path).is_ok() {
-                return Err(format!("control.socket: {shown} is in use by a running daemon"));
+                return Err(format!(
+                    "control.socket: {shown} is in use by a running daemon"
+                ));
             }
             let _ = std::fs::remove_file(&path);
         }
-        let l = Listener::bind(&path, 64).map_err(|e| format!("control.socket: cannot bind {shown}: {e}"))?;
-        l.set_nonblocking(true).map_err(|e| format!("control.socket: {e}"))?;
+        let l = Listener::bind(&path, 64)
+            .map_err(|e| format!("control.socket: cannot bind {shown}: {e}"))?;
+        l.set_nonblocking(true)
+            .map_err(|e| format!("control.socket: {e}"))?;
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
             .map_err(|e| format!("control.socket: chmod {shown}: {e}"))?;
@@ -284,7 +315,11 @@ impl<C: CoreLink> ControlServer<C> {
     /// One turn: waits at most `max_wait` (less right after work) for the sockets, then
     /// accepts, serves requests, routes the cores' notices. Returns true if it did work.
     pub fn step(&mut self, max_wait: Duration) -> bool {
-        let wait = if self.busy { Duration::from_micros(100) } else { max_wait };
+        let wait = if self.busy {
+            Duration::from_micros(100)
+        } else {
+            max_wait
+        };
         let (accept, ready) = self.wait(wait);
         let mut work = false;
         if accept {
@@ -326,7 +361,12 @@ impl<C: CoreLink> ControlServer<C> {
             .enumerate()
             .filter_map(|(i, id)| {
                 let r = fds[i + off].revents();
-                (!r.is_empty()).then(|| (*id, r.intersects(PollFlags::HUP | PollFlags::ERR) && !r.contains(PollFlags::IN)))
+                (!r.is_empty()).then(|| {
+                    (
+                        *id,
+                        r.intersects(PollFlags::HUP | PollFlags::ERR) && !r.contains(PollFlags::IN),
+                    )
+                })
             })
             .collect();
         (accept, ready)
@@ -367,7 +407,9 @@ impl<C: CoreLink> ControlServer<C> {
             return;
         }
         for _ in 0..MESSAGES_PER_STEP {
-            let Some(c) = self.clients.get_mut(&id) else { return };
+            let Some(c) = self.clients.get_mut(&id) else {
+                return;
+            };
             match c.chan.recv::<ClientMsg>() {
                 Ok((msg, fds)) => {
                     if !self.handle(id, msg, fds) {
@@ -379,7 +421,8 @@ impl<C: CoreLink> ControlServer<C> {
                 Err(RecvError::Frame(e)) => {
                     self.ctx.stats.bad_frames += 1;
                     c.bad_frames += 1;
-                    let r = ErrorReply::new(ErrorCode::BadMessage, format!("malformed message: {e}"));
+                    let r =
+                        ErrorReply::new(ErrorCode::BadMessage, format!("malformed message: {e}"));
                     let too_many = c.bad_frames >= self.ctx.cfg.max_bad_frames;
                     if !send_reply(c, 0, Err(r), Vec::new()) || too_many {
                         self.drop_client(id);
@@ -389,7 +432,8 @@ impl<C: CoreLink> ControlServer<C> {
                 Err(RecvError::Truncated) => {
                     self.ctx.stats.bad_frames += 1;
                     c.bad_frames += 1;
-                    let r = ErrorReply::new(ErrorCode::BadMessage, "message or descriptors truncated");
+                    let r =
+                        ErrorReply::new(ErrorCode::BadMessage, "message or descriptors truncated");
                     let too_many = c.bad_frames >= self.ctx.cfg.max_bad_frames;
                     if !send_reply(c, 0, Err(r), Vec::new()) || too_many {
                         self.drop_client(id);
@@ -407,24 +451,33 @@ impl<C: CoreLink> ControlServer<C> {
     /// Serves one message; false if the client must go.
     fn handle(&mut self, id: u32, msg: ClientMsg, fds: Vec<OwnedFd>) -> bool {
         self.ctx.stats.requests += 1;
-        let Some(c) = self.clients.get_mut(&id) else { return false };
+        let Some(c) = self.clients.get_mut(&id) else {
+            return false;
+        };
         let seq = msg.seq;
         if c.phase == Phase::AwaitHello {
             let (result, fds_out, keep) = self.hello(id, msg.request, fds);
-            let Some(c) = self.clients.get_mut(&id) else { return false };
+            let Some(c) = self.clients.get_mut(&id) else {
+                return false;
+            };
             return send_reply(c, seq, result.map(|o| o.resp), fds_out) && keep;
         }
         match msg.request {
-            Request::Hello { .. } => {
-                send_reply(c, seq, Err(err(ErrorCode::NotReady, "Hello came twice")), Vec::new())
-            }
+            Request::Hello { .. } => send_reply(
+                c,
+                seq,
+                Err(err(ErrorCode::NotReady, "Hello came twice")),
+                Vec::new(),
+            ),
             Request::Bye => {
                 let _ = send_reply(c, seq, Ok(Response::Ok), Vec::new());
                 false
             }
             Request::Admin(a) => {
                 let r = self.admin(id, a);
-                let Some(c) = self.clients.get_mut(&id) else { return false };
+                let Some(c) = self.clients.get_mut(&id) else {
+                    return false;
+                };
                 send_reply(c, seq, r, Vec::new())
             }
             req => {
@@ -433,7 +486,9 @@ impl<C: CoreLink> ControlServer<C> {
                 } else {
                     crate::verbs::dispatch(&mut self.ctx, c, req, fds)
                 };
-                let Some(c) = self.clients.get_mut(&id) else { return false };
+                let Some(c) = self.clients.get_mut(&id) else {
+                    return false;
+                };
                 match r {
                     Ok(out) => send_reply(c, seq, Ok(out.resp), out.fds),
                     Err(e) => send_reply(c, seq, Err(e), Vec::new()),
@@ -449,16 +504,25 @@ impl<C: CoreLink> ControlServer<C> {
         let refuse = |code, msg: String| (Err(err(code, msg)), Vec::new(), false);
         let Request::Hello { version, name } = req else {
             self.ctx.stats.refused += 1;
-            return refuse(ErrorCode::NotReady, "the first message must be Hello".into());
+            return refuse(
+                ErrorCode::NotReady,
+                "the first message must be Hello".into(),
+            );
         };
         if version != PROTOCOL_VERSION {
             self.ctx.stats.refused += 1;
             return refuse(
                 ErrorCode::VersionMismatch,
-                format!("the client speaks protocol version {version}, this daemon {PROTOCOL_VERSION}"),
+                format!(
+                    "the client speaks protocol version {version}, this daemon {PROTOCOL_VERSION}"
+                ),
             );
         }
-        let welcomed = self.clients.values().filter(|c| c.phase == Phase::Ready).count();
+        let welcomed = self
+            .clients
+            .values()
+            .filter(|c| c.phase == Phase::Ready)
+            .count();
         let Some(c) = self.clients.get_mut(&id) else {
             return refuse(ErrorCode::Internal, "client vanished".into());
         };
@@ -467,14 +531,20 @@ impl<C: CoreLink> ControlServer<C> {
             self.ctx.stats.refused += 1;
             return refuse(
                 ErrorCode::PermissionDenied,
-                format!("uid {} is not admitted by [control] allow_users / allow_groups", c.cred.uid),
+                format!(
+                    "uid {} is not admitted by [control] allow_users / allow_groups",
+                    c.cred.uid
+                ),
             );
         }
         if welcomed >= self.ctx.cfg.max_clients {
             self.ctx.stats.refused += 1;
             return refuse(
                 ErrorCode::LimitReached,
-                format!("control.max_clients ({}) clients are connected", self.ctx.cfg.max_clients),
+                format!(
+                    "control.max_clients ({}) clients are connected",
+                    self.ctx.cfg.max_clients
+                ),
             );
         }
         c.admin = admission == Admission::Admin;
@@ -499,7 +569,9 @@ impl<C: CoreLink> ControlServer<C> {
         let mut any = false;
         for core in 0..self.ctx.cores.len() {
             for _ in 0..NOTICES_PER_STEP {
-                let Some(n) = self.ctx.cores[core].poll_notice() else { break };
+                let Some(n) = self.ctx.cores[core].poll_notice() else {
+                    break;
+                };
                 any = true;
                 crate::cm::route(&mut self.ctx, &mut self.clients, core, n);
             }
@@ -540,14 +612,23 @@ impl<C: CoreLink> ControlServer<C> {
 }
 
 /// Builds the client's ring area and attaches it on every core.
-fn welcome<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> Result<(Welcome, OwnedFd), ErrorReply> {
+fn welcome<C: CoreLink>(
+    ctx: &mut Ctx<C>,
+    c: &mut Client,
+) -> Result<(Welcome, OwnedFd), ErrorReply> {
     let n = ctx.ncores();
-    let mapping = SharedMapping::create(&format!("iwarpd-client-{}", c.id), RING_AREA_BYTES, Backing::Pages)
-        .map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area: {e}")))?;
+    let mapping = SharedMapping::create(
+        &format!("iwarpd-client-{}", c.id),
+        RING_AREA_BYTES,
+        Backing::Pages,
+    )
+    .map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area: {e}")))?;
     let mapping = Arc::new(mapping);
     let view = AreaView::init(mapping.region(), c.id, n as u32)
         .map_err(|e| err(ErrorCode::Internal, format!("ring area: {e}")))?;
-    let fd = mapping.dup_fd().map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area fd: {e}")))?;
+    let fd = mapping
+        .dup_fd()
+        .map_err(|e| err(ErrorCode::OutOfMemory, format!("ring area fd: {e}")))?;
     let heap = RingHeap::new(view.area_len() as u64);
     let mut doorbells = Vec::with_capacity(n);
     for core in 0..n {
@@ -558,7 +639,14 @@ fn welcome<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> Result<(Welcome, Ow
             .sub(off, DOORBELL_BLOCK_BYTES)
             .and_then(DoorbellBlock::new)
             .map_err(|e| err(ErrorCode::Internal, format!("doorbell block: {e}")))?;
-        match ctx.call(core, ServiceRequest::AttachClient { client: c.id, doorbells: block }, "AttachClient") {
+        match ctx.call(
+            core,
+            ServiceRequest::AttachClient {
+                client: c.id,
+                doorbells: block,
+            },
+            "AttachClient",
+        ) {
             Ok(_) => c.attached[core] = true,
             Err(e) => {
                 crate::teardown::detach_all(ctx, c);
@@ -566,7 +654,11 @@ fn welcome<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> Result<(Welcome, Ow
             }
         }
     }
-    c.area = Some(Area { mapping, view, heap });
+    c.area = Some(Area {
+        mapping,
+        view,
+        heap,
+    });
     let mut device = ctx.device.clone();
     device.cores = n as u32;
     let w = Welcome {
@@ -589,7 +681,9 @@ pub(crate) fn send_reply(
     fds: Vec<OwnedFd>,
 ) -> bool {
     let borrowed: Vec<BorrowedFd<'_>> = fds.iter().map(|f| f.as_fd()).collect();
-    c.chan.send(&ServerMsg::Reply { seq, result }, &borrowed).is_ok()
+    c.chan
+        .send(&ServerMsg::Reply { seq, result }, &borrowed)
+        .is_ok()
 }
 
 fn truncate(s: &str, max: usize) -> String {

@@ -21,7 +21,9 @@ pub(crate) fn detach_all<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> bool 
     let mut ok = true;
     for core in 0..c.attached.len() {
         if c.attached[core] {
-            ok &= ctx.call_raw(core, ServiceRequest::DetachClient { client: c.id }, t).is_ok();
+            ok &= ctx
+                .call_raw(core, ServiceRequest::DetachClient { client: c.id }, t)
+                .is_ok();
             c.attached[core] = false;
         }
     }
@@ -31,7 +33,12 @@ pub(crate) fn detach_all<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> bool 
 /// Frees everything of `c` and drops it.
 pub(crate) fn teardown<C: CoreLink>(ctx: &mut Ctx<C>, mut c: Client) {
     detach_all(ctx, &mut c);
-    let arenas: Vec<_> = c.arenas.handles().into_iter().filter_map(|h| c.arenas.remove(h)).collect();
+    let arenas: Vec<_> = c
+        .arenas
+        .handles()
+        .into_iter()
+        .filter_map(|h| c.arenas.remove(h))
+        .collect();
     if !arenas.is_empty() {
         if ctx.fence_all() {
             for a in &arenas {
@@ -42,7 +49,8 @@ pub(crate) fn teardown<C: CoreLink>(ctx: &mut Ctx<C>, mut c: Client) {
             // the table once a later fence succeeds (every request before it, the
             // detach included, was handled).
             ctx.stats.arenas_pending += arenas.len() as u64;
-            ctx.pending_regions.extend(arenas.into_iter().map(|a| (a.region, a.mapping)));
+            ctx.pending_regions
+                .extend(arenas.into_iter().map(|a| (a.region, a.mapping)));
         }
     }
     ctx.stats.teardowns += 1;

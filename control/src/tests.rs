@@ -35,7 +35,11 @@ impl CoreLink for FakeCore {
         let n = self.next;
         let mut log = self.log.lock().unwrap();
         let name = format!("{req:?}");
-        log.requests.push(format!("{}:{}", self.core, name.split([' ', '{']).next().unwrap_or("")));
+        log.requests.push(format!(
+            "{}:{}",
+            self.core,
+            name.split([' ', '{']).next().unwrap_or("")
+        ));
         let r = match req {
             ServiceRequest::AllocPd { .. } => {
                 log.live += 1;
@@ -49,15 +53,28 @@ impl CoreLink for FakeCore {
                 log.live += 1;
                 ServiceReply::Qp { qp: QpId(n), attr }
             }
-            ServiceRequest::CreateSrq { max_wr, max_sge, .. } => ServiceReply::Srq { srq: SrqId(n), max_wr, max_sge },
-            ServiceRequest::RegMr { at, .. } | ServiceRequest::AllocMr { at, .. } | ServiceRequest::AllocMw { at, .. } => {
+            ServiceRequest::CreateSrq {
+                max_wr, max_sge, ..
+            } => ServiceReply::Srq {
+                srq: SrqId(n),
+                max_wr,
+                max_sge,
+            },
+            ServiceRequest::RegMr { at, .. }
+            | ServiceRequest::AllocMr { at, .. }
+            | ServiceRequest::AllocMw { at, .. } => {
                 if at.is_some() && self.fail_stag_at {
-                    return Err(ServiceError::Verb(iwarp_types::VerbError::InsufficientResources));
+                    return Err(ServiceError::Verb(
+                        iwarp_types::VerbError::InsufficientResources,
+                    ));
                 }
                 log.live += 1;
                 ServiceReply::Stag(at.unwrap_or(Stag(0x0012_3400 | n << 8)))
             }
-            ServiceRequest::DeallocPd { .. } | ServiceRequest::DestroyCq { .. } | ServiceRequest::DestroyQp { .. } | ServiceRequest::DeallocStag { .. } => {
+            ServiceRequest::DeallocPd { .. }
+            | ServiceRequest::DestroyCq { .. }
+            | ServiceRequest::DestroyQp { .. }
+            | ServiceRequest::DeallocStag { .. } => {
                 log.live -= 1;
                 ServiceReply::Done
             }
@@ -70,11 +87,27 @@ impl CoreLink for FakeCore {
                 id: qp,
                 state: QpState::Idle,
                 attr: iwarp_rdma::QpAttr {
-                    pd: PdId(0), send_cq: CqId(0), recv_cq: CqId(0), srq: None, sq_depth: 8, rq_depth: 8,
-                    max_send_sge: 1, max_recv_sge: 1, ord: 1, ird: 1, inbound_read: true, inbound_write: true,
-                    bind_enabled: false, privileged: false, fast_reg: false,
+                    pd: PdId(0),
+                    send_cq: CqId(0),
+                    recv_cq: CqId(0),
+                    srq: None,
+                    sq_depth: 8,
+                    rq_depth: 8,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    ord: 1,
+                    ird: 1,
+                    inbound_read: true,
+                    inbound_write: true,
+                    bind_enabled: false,
+                    privileged: false,
+                    fast_reg: false,
                 },
-                conn: None, terminate: None, terminate_received: None, rq_limit: 0, rq_limit_armed: false,
+                conn: None,
+                terminate: None,
+                terminate_received: None,
+                rq_limit: 0,
+                rq_limit_armed: false,
             }),
             _ => ServiceReply::Done,
         };
@@ -88,22 +121,56 @@ impl CoreLink for FakeCore {
 
 fn device() -> DeviceAttr {
     DeviceAttr {
-        vendor: "t".into(), daemon: "t".into(), version: "0".into(), ports: 1, cores: 2, max_qp: 64,
-        max_qp_wr: 1024, max_sge: 4, max_cq: 64, max_cqe: 4096, max_mr: 64, max_mr_size: 1 << 30,
-        max_pd: 64, max_srq: 64, max_srq_wr: 1024, max_ird: 16, max_ord: 16, max_arena_bytes: 1 << 30,
-        max_private_data: 512, memory_windows: true, srq: true,
+        vendor: "t".into(),
+        daemon: "t".into(),
+        version: "0".into(),
+        ports: 1,
+        cores: 2,
+        max_qp: 64,
+        max_qp_wr: 1024,
+        max_sge: 4,
+        max_cq: 64,
+        max_cqe: 4096,
+        max_mr: 64,
+        max_mr_size: 1 << 30,
+        max_pd: 64,
+        max_srq: 64,
+        max_srq_wr: 1024,
+        max_ird: 16,
+        max_ord: 16,
+        max_arena_bytes: 1 << 30,
+        max_private_data: 512,
+        memory_windows: true,
+        srq: true,
     }
 }
 
 fn server(fail_stag_at: bool) -> (ControlServer<FakeCore>, Arc<Mutex<Log>>, Arc<RegionTable>) {
     let log = Arc::new(Mutex::new(Log::default()));
-    let cores = (0..2).map(|core| FakeCore { core, next: 0, log: log.clone(), fail_stag_at }).collect();
+    let cores = (0..2)
+        .map(|core| FakeCore {
+            core,
+            next: 0,
+            log: log.clone(),
+            fail_stag_at,
+        })
+        .collect();
     let regions = Arc::new(RegionTable::new(64));
-    let cfg = ControlConfig { max_objects: 8, max_arena_bytes: 1 << 20, ..ControlConfig::default() };
-    let mut s = ControlServer::new(cfg, cores, regions.clone(), device(), Vec::new(), None).unwrap();
-    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
+    let cfg = ControlConfig {
+        max_objects: 8,
+        max_arena_bytes: 1 << 20,
+        ..ControlConfig::default()
+    };
+    let mut s =
+        ControlServer::new(cfg, cores, regions.clone(), device(), Vec::new(), None).unwrap();
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
     let db = AccountDb::from_text("", "");
-    s.set_policy(Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(), db);
+    s.set_policy(
+        Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
+        db,
+    );
     (s, log, regions)
 }
 
@@ -113,13 +180,28 @@ struct Peer {
 }
 
 impl Peer {
-    fn call(&mut self, s: &mut ControlServer<FakeCore>, request: Request) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
+    fn call(
+        &mut self,
+        s: &mut ControlServer<FakeCore>,
+        request: Request,
+    ) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
         self.seq += 1;
-        self.chan.send(&ClientMsg { seq: self.seq, request }, &[]).unwrap();
+        self.chan
+            .send(
+                &ClientMsg {
+                    seq: self.seq,
+                    request,
+                },
+                &[],
+            )
+            .unwrap();
         self.reply(s)
     }
 
-    fn reply(&mut self, s: &mut ControlServer<FakeCore>) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
+    fn reply(
+        &mut self,
+        s: &mut ControlServer<FakeCore>,
+    ) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
         for _ in 0..200 {
             s.step(Duration::from_millis(1));
             match self.chan.recv::<ServerMsg>() {
@@ -137,7 +219,13 @@ fn connect(s: &mut ControlServer<FakeCore>) -> (Peer, Welcome) {
     a.set_nonblocking(true).unwrap();
     s.adopt(b).unwrap();
     let mut p = Peer { chan: a, seq: 0 };
-    let (r, fds) = p.call(s, Request::Hello { version: PROTOCOL_VERSION, name: "t".into() });
+    let (r, fds) = p.call(
+        s,
+        Request::Hello {
+            version: PROTOCOL_VERSION,
+            name: "t".into(),
+        },
+    );
     match r {
         Ok(Response::Welcome(w)) => {
             assert_eq!(fds.len(), 1, "the ring area travels with Welcome");
@@ -147,7 +235,10 @@ fn connect(s: &mut ControlServer<FakeCore>) -> (Peer, Welcome) {
     }
 }
 
-fn ok<T>(r: (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>), f: impl Fn(Response) -> Option<T>) -> T {
+fn ok<T>(
+    r: (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>),
+    f: impl Fn(Response) -> Option<T>,
+) -> T {
     f(r.0.expect("ok")).expect("kind")
 }
 
@@ -156,41 +247,153 @@ fn objects_span_cores_stay_private_and_go_with_their_client() {
     let (mut s, log, regions) = server(false);
     let (mut p, w) = connect(&mut s);
     assert_eq!(w.doorbells.len(), 2);
-    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
-    let cq = ok(p.call(&mut s, Request::CreateCq(CqCreate { depth: 16, channel: None })), |r| if let Response::Cq(x) = r { Some(x) } else { None });
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| {
+        if let Response::Pd(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let cq = ok(
+        p.call(
+            &mut s,
+            Request::CreateCq(CqCreate {
+                depth: 16,
+                channel: None,
+            }),
+        ),
+        |r| {
+            if let Response::Cq(x) = r {
+                Some(x)
+            } else {
+                None
+            }
+        },
+    );
     assert_eq!(cq.rings.len(), 2, "one sub-ring per core");
     let qp = QpCreate {
-        pd, send_cq: cq.cq, recv_cq: cq.cq, srq: None,
-        cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1 },
-        sq_sig_all: true, ord: 1, ird: 1, remote_read: true, remote_write: true, bind_enabled: false, for_cm_id: None,
+        pd,
+        send_cq: cq.cq,
+        recv_cq: cq.cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 8,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+        },
+        sq_sig_all: true,
+        ord: 1,
+        ird: 1,
+        remote_read: true,
+        remote_write: true,
+        bind_enabled: false,
+        for_cm_id: None,
     };
-    let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| if let Response::Qp(x) = r { Some(x) } else { None });
+    let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| {
+        if let Response::Qp(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
     assert!(q.rq.is_some() && q.sq.doorbell_bit != q.rq.unwrap().doorbell_bit);
-    let (r, fds) = p.call(&mut s, Request::AllocArena { len: 8192, hugepages_required: false });
-    let arena = match r.unwrap() { Response::Arena { arena, .. } => arena, o => panic!("{o:?}") };
+    let (r, fds) = p.call(
+        &mut s,
+        Request::AllocArena {
+            len: 8192,
+            hugepages_required: false,
+        },
+    );
+    let arena = match r.unwrap() {
+        Response::Arena { arena, .. } => arena,
+        o => panic!("{o:?}"),
+    };
     assert_eq!(fds.len(), 1);
     assert_eq!(regions.len(), 1);
-    let reg = MrReg { pd, arena, offset: 0, len: 4096, va: 0, zero_based: true, access: AccessFlags::LOCAL_WRITE };
-    ok(p.call(&mut s, Request::RegMr(reg)), |r| if let Response::Stag(x) = r { Some(x) } else { None });
-    let e = p.call(&mut s, Request::RegMr(MrReg { len: 8193, ..reg })).0.unwrap_err();
+    let reg = MrReg {
+        pd,
+        arena,
+        offset: 0,
+        len: 4096,
+        va: 0,
+        zero_based: true,
+        access: AccessFlags::LOCAL_WRITE,
+    };
+    ok(p.call(&mut s, Request::RegMr(reg)), |r| {
+        if let Response::Stag(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let e = p
+        .call(&mut s, Request::RegMr(MrReg { len: 8193, ..reg }))
+        .0
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::InvalidLength);
-    assert_eq!(p.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code, ErrorCode::InUse);
+    assert_eq!(
+        p.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code,
+        ErrorCode::InUse
+    );
 
     // Another client cannot name any of it.
     let (mut o, w2) = connect(&mut s);
     assert_ne!(w2.client_id, w.client_id);
-    assert_eq!(o.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code, ErrorCode::NoSuchObject);
-    assert_eq!(o.call(&mut s, Request::DestroyCq(cq.cq)).0.unwrap_err().code, ErrorCode::NoSuchObject);
-    assert_eq!(o.call(&mut s, Request::FreeArena(arena)).0.unwrap_err().code, ErrorCode::NoSuchObject);
-    assert_eq!(o.call(&mut s, Request::QueryQp(q.qp)).0.unwrap_err().code, ErrorCode::NoSuchObject);
+    assert_eq!(
+        o.call(&mut s, Request::DeallocPd(pd)).0.unwrap_err().code,
+        ErrorCode::NoSuchObject
+    );
+    assert_eq!(
+        o.call(&mut s, Request::DestroyCq(cq.cq))
+            .0
+            .unwrap_err()
+            .code,
+        ErrorCode::NoSuchObject
+    );
+    assert_eq!(
+        o.call(&mut s, Request::FreeArena(arena))
+            .0
+            .unwrap_err()
+            .code,
+        ErrorCode::NoSuchObject
+    );
+    assert_eq!(
+        o.call(&mut s, Request::QueryQp(q.qp)).0.unwrap_err().code,
+        ErrorCode::NoSuchObject
+    );
     // Malformed frames get BadMessage; Hello twice is NotReady.
     o.chan.send_raw(b"not a frame", &[]).unwrap();
     assert_eq!(o.reply(&mut s).0.unwrap_err().code, ErrorCode::BadMessage);
-    let e = o.call(&mut s, Request::Hello { version: PROTOCOL_VERSION, name: "x".into() }).0.unwrap_err();
+    let e = o
+        .call(
+            &mut s,
+            Request::Hello {
+                version: PROTOCOL_VERSION,
+                name: "x".into(),
+            },
+        )
+        .0
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::NotReady);
 
-    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| if let Response::Admin(AdminResponse::Status(x)) = r { Some(x) } else { None });
-    assert_eq!((status.totals.pds, status.totals.cqs, status.totals.qps, status.totals.mrs, status.totals.arenas), (1, 1, 1, 1, 1));
+    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| {
+        if let Response::Admin(AdminResponse::Status(x)) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    assert_eq!(
+        (
+            status.totals.pds,
+            status.totals.cqs,
+            status.totals.qps,
+            status.totals.mrs,
+            status.totals.arenas
+        ),
+        (1, 1, 1, 1, 1)
+    );
     assert_eq!(status.clients, 2);
 
     // Killed: the socket closes; everything goes, on every core, arenas last.
@@ -201,12 +404,30 @@ fn objects_span_cores_stay_private_and_go_with_their_client() {
     assert_eq!(s.clients(), 1);
     assert_eq!(regions.len(), 0, "arena left the region table");
     let l = log.lock().unwrap();
-    assert_eq!(l.detached, vec![w.client_id, w.client_id], "detached on both cores");
-    let fences = l.requests.iter().rposition(|r| r.ends_with(":Fence")).unwrap();
-    let detach = l.requests.iter().rposition(|r| r.ends_with(":DetachClient")).unwrap();
+    assert_eq!(
+        l.detached,
+        vec![w.client_id, w.client_id],
+        "detached on both cores"
+    );
+    let fences = l
+        .requests
+        .iter()
+        .rposition(|r| r.ends_with(":Fence"))
+        .unwrap();
+    let detach = l
+        .requests
+        .iter()
+        .rposition(|r| r.ends_with(":DetachClient"))
+        .unwrap();
     assert!(fences > detach, "fence after detach: {:?}", l.requests);
     drop(l);
-    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| if let Response::Admin(AdminResponse::Status(x)) = r { Some(x) } else { None });
+    let status = ok(o.call(&mut s, Request::Admin(AdminRequest::Status)), |r| {
+        if let Response::Admin(AdminResponse::Status(x)) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
     assert_eq!(status.totals, ObjectTotals::default());
 }
 
@@ -214,17 +435,56 @@ fn objects_span_cores_stay_private_and_go_with_their_client() {
 fn replication_failure_rolls_back_and_limits_hold() {
     let (mut s, log, _) = server(true);
     let (mut p, _) = connect(&mut s);
-    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
-    let e = p.call(&mut s, Request::AllocMw { pd, kind: MwKind::Type1 }).0.unwrap_err();
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| {
+        if let Response::Pd(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let e = p
+        .call(
+            &mut s,
+            Request::AllocMw {
+                pd,
+                kind: MwKind::Type1,
+            },
+        )
+        .0
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::InsufficientResources);
-    assert!(log.lock().unwrap().requests.iter().any(|r| r == "0:DeallocStag"), "core 0 rolled back");
+    assert!(
+        log.lock()
+            .unwrap()
+            .requests
+            .iter()
+            .any(|r| r == "0:DeallocStag"),
+        "core 0 rolled back"
+    );
     for _ in 0..7 {
         p.call(&mut s, Request::AllocPd).0.unwrap();
     }
-    assert_eq!(p.call(&mut s, Request::AllocPd).0.unwrap_err().code, ErrorCode::LimitReached);
-    let e = p.call(&mut s, Request::AllocArena { len: 2 << 20, hugepages_required: false }).0.unwrap_err();
+    assert_eq!(
+        p.call(&mut s, Request::AllocPd).0.unwrap_err().code,
+        ErrorCode::LimitReached
+    );
+    let e = p
+        .call(
+            &mut s,
+            Request::AllocArena {
+                len: 2 << 20,
+                hugepages_required: false,
+            },
+        )
+        .0
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::LimitReached);
-    assert_eq!(p.call(&mut s, Request::Admin(AdminRequest::Clients)).0.map(|_| ()), Ok(()));
+    assert_eq!(
+        p.call(&mut s, Request::Admin(AdminRequest::Clients))
+            .0
+            .map(|_| ()),
+        Ok(())
+    );
 }
 
 #[test]
@@ -236,14 +496,29 @@ fn refused_peers_and_versions() {
     a.set_nonblocking(true).unwrap();
     s.adopt(b).unwrap();
     let mut p = Peer { chan: a, seq: 0 };
-    let (r, _) = p.call(&mut s, Request::Hello { version: PROTOCOL_VERSION + 1, name: "v".into() });
+    let (r, _) = p.call(
+        &mut s,
+        Request::Hello {
+            version: PROTOCOL_VERSION + 1,
+            name: "v".into(),
+        },
+    );
     assert_eq!(r.unwrap_err().code, ErrorCode::VersionMismatch);
     let (a, b) = Channel::pair().unwrap();
     a.set_nonblocking(true).unwrap();
     s.adopt(b).unwrap();
     let mut p = Peer { chan: a, seq: 0 };
-    let root = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap() == 0;
-    let (r, _) = p.call(&mut s, Request::Hello { version: PROTOCOL_VERSION, name: "u".into() });
+    let root = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap()
+        == 0;
+    let (r, _) = p.call(
+        &mut s,
+        Request::Hello {
+            version: PROTOCOL_VERSION,
+            name: "u".into(),
+        },
+    );
     if root {
         assert!(r.is_ok(), "root is always admitted");
     } else {
@@ -253,8 +528,14 @@ fn refused_peers_and_versions() {
 
 fn port(index: u32, ip: [u8; 4]) -> PortAttr {
     PortAttr {
-        index, ip, prefix_len: 24, mac: [2, 0, 0, 0, 0, index as u8], mtu: 1500,
-        device: format!("net_memif{index}"), link_up: true, speed_mbps: 0,
+        index,
+        ip,
+        prefix_len: 24,
+        mac: [2, 0, 0, 0, 0, index as u8],
+        mtu: 1500,
+        device: format!("net_memif{index}"),
+        link_up: true,
+        speed_mbps: 0,
     }
 }
 
@@ -262,53 +543,192 @@ fn port(index: u32, ip: [u8; 4]) -> PortAttr {
 fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
     let log = Arc::new(Mutex::new(Log::default()));
     // Services 0 and 1 drive port 0 (cores 0, 1); services 2 and 3 port 1.
-    let cores = (0..4).map(|core| FakeCore { core, next: 0, log: log.clone(), fail_stag_at: false }).collect();
+    let cores = (0..4)
+        .map(|core| FakeCore {
+            core,
+            next: 0,
+            log: log.clone(),
+            fail_stag_at: false,
+        })
+        .collect();
     let regions = Arc::new(RegionTable::new(64));
-    let cfg = ControlConfig { max_objects: 8, max_arena_bytes: 1 << 20, ..ControlConfig::default() };
+    let cfg = ControlConfig {
+        max_objects: 8,
+        max_arena_bytes: 1 << 20,
+        ..ControlConfig::default()
+    };
     let ports = vec![port(0, [10, 0, 0, 1]), port(1, [10, 0, 0, 2])];
     let mut s = ControlServer::new(cfg, cores, regions, device(), ports, None).unwrap();
-    assert!(s.set_service_ports(vec![0, 1]).is_err(), "one port per service");
+    assert!(
+        s.set_service_ports(vec![0, 1]).is_err(),
+        "one port per service"
+    );
     assert!(s.set_service_ports(vec![0, 0, 2, 2]).is_err(), "no port 2");
-    assert!(s.set_service_ports(vec![1, 1, 1, 1]).is_err(), "active QPs need port 0");
+    assert!(
+        s.set_service_ports(vec![1, 1, 1, 1]).is_err(),
+        "active QPs need port 0"
+    );
     s.set_service_ports(vec![0, 0, 1, 1]).unwrap();
-    let uid = std::fs::metadata("/proc/self").map(|m| std::os::unix::fs::MetadataExt::uid(&m)).unwrap();
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
     let db = AccountDb::from_text("", "");
-    s.set_policy(Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(), db);
+    s.set_policy(
+        Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
+        db,
+    );
     let (mut p, w) = connect(&mut s);
-    assert_eq!(w.doorbells.len(), 4, "a doorbell block per (core, port) service");
+    assert_eq!(
+        w.doorbells.len(),
+        4,
+        "a doorbell block per (core, port) service"
+    );
 
-    let pd = ok(p.call(&mut s, Request::AllocPd), |r| if let Response::Pd(x) = r { Some(x) } else { None });
-    let cq = ok(p.call(&mut s, Request::CreateCq(CqCreate { depth: 64, channel: None })), |r| if let Response::Cq(x) = r { Some(x) } else { None });
+    let pd = ok(p.call(&mut s, Request::AllocPd), |r| {
+        if let Response::Pd(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let cq = ok(
+        p.call(
+            &mut s,
+            Request::CreateCq(CqCreate {
+                depth: 64,
+                channel: None,
+            }),
+        ),
+        |r| {
+            if let Response::Cq(x) = r {
+                Some(x)
+            } else {
+                None
+            }
+        },
+    );
     let qp = QpCreate {
-        pd, send_cq: cq.cq, recv_cq: cq.cq, srq: None,
-        cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1 },
-        sq_sig_all: true, ord: 1, ird: 1, remote_read: true, remote_write: true, bind_enabled: false, for_cm_id: None,
+        pd,
+        send_cq: cq.cq,
+        recv_cq: cq.cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+        },
+        sq_sig_all: true,
+        ord: 1,
+        ird: 1,
+        remote_read: true,
+        remote_write: true,
+        bind_enabled: false,
+        for_cm_id: None,
     };
     let mut placed = Vec::new();
     for _ in 0..4 {
-        let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| if let Response::Qp(x) = r { Some(x) } else { None });
+        let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| {
+            if let Response::Qp(x) = r {
+                Some(x)
+            } else {
+                None
+            }
+        });
         placed.push(q.core);
     }
     placed.sort_unstable();
-    assert_eq!(placed, vec![0, 0, 1, 1], "active QPs spread over the services of port 0 only");
+    assert_eq!(
+        placed,
+        vec![0, 0, 1, 1],
+        "active QPs spread over the services of port 0 only"
+    );
 
     let listens = |log: &Arc<Mutex<Log>>| -> Vec<String> {
         let mut l = log.lock().unwrap();
-        let v = l.requests.iter().filter(|r| r.ends_with("isten")).cloned().collect();
+        let v = l
+            .requests
+            .iter()
+            .filter(|r| r.ends_with("isten"))
+            .cloned()
+            .collect();
         l.requests.clear();
         v
     };
     listens(&log);
-    let id = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
-    let addr = Addr { ip: [10, 0, 0, 2], port: 7000 };
-    p.call(&mut s, Request::Listen { id, addr, backlog: 4 }).0.unwrap();
-    assert_eq!(listens(&log), vec!["2:Listen", "3:Listen"], "only the services of the port with that address");
+    let id = ok(p.call(&mut s, Request::CreateCmId), |r| {
+        if let Response::CmId(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let addr = Addr {
+        ip: [10, 0, 0, 2],
+        port: 7000,
+    };
+    p.call(
+        &mut s,
+        Request::Listen {
+            id,
+            addr,
+            backlog: 4,
+        },
+    )
+    .0
+    .unwrap();
+    assert_eq!(
+        listens(&log),
+        vec!["2:Listen", "3:Listen"],
+        "only the services of the port with that address"
+    );
     p.call(&mut s, Request::DestroyCmId(id)).0.unwrap();
     assert_eq!(listens(&log), vec!["2:Unlisten", "3:Unlisten"]);
-    let id = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
-    p.call(&mut s, Request::Listen { id, addr: Addr { ip: [0; 4], port: 7000 }, backlog: 4 }).0.unwrap();
-    assert_eq!(listens(&log), vec!["0:Listen", "1:Listen", "2:Listen", "3:Listen"], "0.0.0.0: every service");
-    let id2 = ok(p.call(&mut s, Request::CreateCmId), |r| if let Response::CmId(x) = r { Some(x) } else { None });
-    let e = p.call(&mut s, Request::Listen { id: id2, addr: Addr { ip: [10, 0, 0, 9], port: 7001 }, backlog: 4 }).0.unwrap_err();
+    let id = ok(p.call(&mut s, Request::CreateCmId), |r| {
+        if let Response::CmId(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    p.call(
+        &mut s,
+        Request::Listen {
+            id,
+            addr: Addr {
+                ip: [0; 4],
+                port: 7000,
+            },
+            backlog: 4,
+        },
+    )
+    .0
+    .unwrap();
+    assert_eq!(
+        listens(&log),
+        vec!["0:Listen", "1:Listen", "2:Listen", "3:Listen"],
+        "0.0.0.0: every service"
+    );
+    let id2 = ok(p.call(&mut s, Request::CreateCmId), |r| {
+        if let Response::CmId(x) = r {
+            Some(x)
+        } else {
+            None
+        }
+    });
+    let e = p
+        .call(
+            &mut s,
+            Request::Listen {
+                id: id2,
+                addr: Addr {
+                    ip: [10, 0, 0, 9],
+                    port: 7001,
+                },
+                backlog: 4,
+            },
+        )
+        .0
+        .unwrap_err();
     assert_eq!(e.code, ErrorCode::NoRoute);
 }

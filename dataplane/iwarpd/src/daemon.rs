@@ -155,9 +155,9 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     // One region table for every core: the load generator's heap arenas (a slice per
     // core) first, then the verbs clients' arenas.
     let server_slice = slice_bytes(server_cfg.map_or(0, |s| s.required_arena_bytes()));
-    let client_total = client_spec
-        .as_ref()
-        .map_or(0, |(_, per_core)| client_arena_offset(per_core, per_core.len()));
+    let client_total = client_spec.as_ref().map_or(0, |(_, per_core)| {
+        client_arena_offset(per_core, per_core.len())
+    });
     let heap = [server_slice * n as u64, client_total.max(1)]
         .map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let mem = ShmMemory::with_heap_arenas(&heap)
@@ -234,7 +234,9 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
                         StdDuration::from_secs(5),
                     )
                     .map_err(|e| {
-                        fail(format!("core {i}: cannot start the verbs service of port {port}: {e:?}"))
+                        fail(format!(
+                            "core {i}: cannot start the verbs service of port {port}: {e:?}"
+                        ))
                     })?;
                 slots[index] = Some(handle);
                 service_ports[index] = port;
@@ -252,10 +254,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             Arc::clone(&control_stop),
         )
         .map_err(fail)?;
-        info!(
-            "verbs socket {}",
-            cfg.control.socket_path(&cfg.daemon.name)
-        );
+        info!("verbs socket {}", cfg.control.socket_path(&cfg.daemon.name));
         Some(t)
     } else {
         drop(regions);

@@ -9,7 +9,9 @@ use iwarp_config::{Config, QpPlacement};
 use iwarp_control::{ControlConfig, ControlServer};
 use iwarp_runtime::{CoreStats, Placement, PlacementPolicy};
 use iwarp_shm_mem::RegionTable;
-use iwarp_shm_service::{service_channel_with, PortFilter, ServiceConfig, ServiceHandle, ShmService};
+use iwarp_shm_service::{
+    service_channel_with, PortFilter, ServiceConfig, ServiceHandle, ShmService,
+};
 use iwarp_verbs_proto::{DeviceAttr, PortAttr};
 
 use crate::ports::OpenPort;
@@ -145,4 +147,3 @@ pub fn start(
         .spawn(move || server.run(&stop))
         .map_err(|e| format!("cannot start the control thread: {e}"))
 }
-

@@ -11,7 +11,11 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
 
 fn root() -> &'static Path {
-    Box::leak(Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").into_boxed_path())
+    Box::leak(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .into_boxed_path(),
+    )
 }
 
 fn iwarpd(args: &[&str]) -> Command {

@@ -3,7 +3,9 @@
 
 use iwarp_proto::Engine;
 use iwarp_rdma::mem::MrAttr;
-use iwarp_shm_ring::{Consumer, Producer, RingKind, RingLayout, CQE_SLOT_SIZE, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
+use iwarp_shm_ring::{
+    Consumer, Producer, RingKind, RingLayout, CQE_SLOT_SIZE, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
+};
 use iwarp_types::{Instant, Memory, PdId, QpId, Stag};
 
 use crate::request::{
@@ -56,7 +58,12 @@ impl ShmService {
 
     /// An MR's arena must be one the client added.
     fn own_region(&mut self, client: ClientId, attr: &MrAttr) -> Result<(), ServiceError> {
-        if self.client(client)?.arenas.values().any(|r| *r == attr.region) {
+        if self
+            .client(client)?
+            .arenas
+            .values()
+            .any(|r| *r == attr.region)
+        {
             Ok(())
         } else {
             Err(ServiceError::Invalid("arena of another client"))
@@ -231,7 +238,9 @@ impl ShmService {
                 modify,
             } => {
                 self.own_srq(client, srq)?;
-                Ok(ServiceReply::SrqMaxWr(engine.rnic_mut().modify_srq(srq, modify)?))
+                Ok(ServiceReply::SrqMaxWr(
+                    engine.rnic_mut().modify_srq(srq, modify)?,
+                ))
             }
             Q::QuerySrq { client, srq } => {
                 self.own_srq(client, srq)?;
@@ -290,10 +299,17 @@ impl ShmService {
             Q::DeallocStag { client, stag } => {
                 self.own_stag(client, stag)?;
                 engine.rnic_mut().dealloc_stag(stag)?;
-                self.client(client)?.stags.retain(|s| s.0 >> 8 != stag.0 >> 8);
+                self.client(client)?
+                    .stags
+                    .retain(|s| s.0 >> 8 != stag.0 >> 8);
                 Ok(ServiceReply::Done)
             }
-            Q::AllocMw { client, pd, kind, at } => {
+            Q::AllocMw {
+                client,
+                pd,
+                kind,
+                at,
+            } => {
                 self.own_pd(client, pd)?;
                 let stag = match at {
                     Some(s) => engine.rnic_mut().alloc_mw_at(s, pd, kind)?,
@@ -467,12 +483,13 @@ impl ShmService {
             self.own_srq(client, srq)?;
         }
         if attr.srq.is_some() == rq.is_some() {
-            return Err(ServiceError::Invalid("a QP has an RQ ring or an SRQ, not both"));
+            return Err(ServiceError::Invalid(
+                "a QP has an RQ ring or an SRQ, not both",
+            ));
         }
         let c = self.client(client)?;
         let rq_bit = rq.as_ref().map(|r| r.doorbell);
-        if !c.bell_free(sq.doorbell)
-            || rq_bit.is_some_and(|b| !c.bell_free(b) || b == sq.doorbell)
+        if !c.bell_free(sq.doorbell) || rq_bit.is_some_and(|b| !c.bell_free(b) || b == sq.doorbell)
         {
             return Err(ServiceError::Invalid("doorbell bit out of range or in use"));
         }
@@ -481,7 +498,10 @@ impl ShmService {
         }
         let sq_ring = consumer(&sq.ring, RingKind::Send, SEND_SLOT_SIZE)?;
         let rq_ring = match &rq {
-            Some(r) => Some((consumer(&r.ring, RingKind::Recv, RECV_SLOT_SIZE)?, r.doorbell)),
+            Some(r) => Some((
+                consumer(&r.ring, RingKind::Recv, RECV_SLOT_SIZE)?,
+                r.doorbell,
+            )),
             None => None,
         };
         let (id, got) = engine.rnic_mut().create_qp(&attr)?;
@@ -515,7 +535,12 @@ impl ShmService {
     }
 
     /// Aborts the QP's connection if it has one, destroys it, frees its doorbell bits.
-    fn destroy_qp(&mut self, now: Instant, engine: &mut Engine, qp: QpId) -> Result<bool, ServiceError> {
+    fn destroy_qp(
+        &mut self,
+        now: Instant,
+        engine: &mut Engine,
+        qp: QpId,
+    ) -> Result<bool, ServiceError> {
         let had_conn = engine.qp_conn(qp).is_some();
         if had_conn {
             let _ = engine.abort(now, qp);
@@ -569,7 +594,12 @@ impl ShmService {
                 Err(_) => freed.failed += 1,
             }
         }
-        let srqs: Vec<_> = self.srqs.iter().filter(|(_, s)| s.client == client).map(|(id, _)| *id).collect();
+        let srqs: Vec<_> = self
+            .srqs
+            .iter()
+            .filter(|(_, s)| s.client == client)
+            .map(|(id, _)| *id)
+            .collect();
         for srq in srqs {
             match engine.rnic_mut().destroy_srq(srq) {
                 Ok(()) => freed.srqs += 1,
@@ -581,7 +611,12 @@ impl ShmService {
             crate::tables::PendingRing::Srq(s) => self.srqs.contains_key(s),
             _ => true,
         });
-        let cqs: Vec<_> = self.cqs.iter().filter(|(_, c)| c.client == client).map(|(id, _)| *id).collect();
+        let cqs: Vec<_> = self
+            .cqs
+            .iter()
+            .filter(|(_, c)| c.client == client)
+            .map(|(id, _)| *id)
+            .collect();
         for cq in cqs {
             match engine.rnic_mut().destroy_cq(cq) {
                 Ok(()) => freed.cqs += 1,

@@ -16,7 +16,6 @@ use iwarp_rdma::{QpAttr, QpInfo, QpModify};
 use iwarp_shm_ring::{CqControl, DoorbellBlock, LayoutError, Region};
 use iwarp_types::{AsyncEventKind, ConnId, CqId, PdId, QpId, RegionId, SrqId, Stag, VerbError};
 
-
 /// The control thread's identity of a client (the same on every core).
 pub type ClientId = u32;
 

@@ -182,7 +182,12 @@ impl ShmService {
             let mut slot = [0u8; SEND_SLOT_SIZE];
             slot.copy_from_slice(&self.slots[i * SEND_SLOT_SIZE..(i + 1) * SEND_SLOT_SIZE]);
             let r = match decode_send_wr(&slot) {
-                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle)),
+                Err(e) => Err(error_cqe(
+                    e.wr_id,
+                    WcStatus::InvalidWqe,
+                    WcOpcode::Send,
+                    handle,
+                )),
                 Ok(mut wr) => {
                     if sig_all {
                         wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
@@ -255,7 +260,12 @@ impl ShmService {
             let mut slot = [0u8; RECV_SLOT_SIZE];
             slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
             let r = match decode_recv_wr(&slot) {
-                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Recv, handle)),
+                Err(e) => Err(error_cqe(
+                    e.wr_id,
+                    WcStatus::InvalidWqe,
+                    WcOpcode::Recv,
+                    handle,
+                )),
                 Ok(wr) => engine
                     .post_recv(qp, &wr)
                     .map_err(|e| error_cqe(wr.wr_id, status_of(e), WcOpcode::Recv, handle)),
@@ -308,10 +318,16 @@ impl ShmService {
             let mut slot = [0u8; RECV_SLOT_SIZE];
             slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
             let r = match decode_recv_wr(&slot) {
-                Err(e) => Err(error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Recv, NO_QP_HANDLE)),
-                Ok(wr) => engine.rnic_mut().post_srq_recv(srq, &wr).map_err(|e| {
-                    error_cqe(wr.wr_id, status_of(e), WcOpcode::Recv, NO_QP_HANDLE)
-                }),
+                Err(e) => Err(error_cqe(
+                    e.wr_id,
+                    WcStatus::InvalidWqe,
+                    WcOpcode::Recv,
+                    NO_QP_HANDLE,
+                )),
+                Ok(wr) => engine
+                    .rnic_mut()
+                    .post_srq_recv(srq, &wr)
+                    .map_err(|e| error_cqe(wr.wr_id, status_of(e), WcOpcode::Recv, NO_QP_HANDLE)),
             };
             match r {
                 Ok(()) => posted += 1,

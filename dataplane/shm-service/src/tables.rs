@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use iwarp_shm_ring::{Consumer, CqControl, DoorbellBlock, DoorbellSet, Producer, DOORBELL_BITS};
-use iwarp_types::{ConnId, Cqe, CqId, PdId, QpId, RegionId, SrqId, Stag};
+use iwarp_types::{ConnId, CqId, Cqe, PdId, QpId, RegionId, SrqId, Stag};
 
 use crate::request::{ClientId, ClientSnapshot};
 

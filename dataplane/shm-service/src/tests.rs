@@ -12,8 +12,8 @@ use iwarp_shm_ring::{
     Region, RingLayout, CQE_SLOT_SIZE, DOORBELL_BLOCK_BYTES,
 };
 use iwarp_types::{
-    Access, Cqe, CqId, Duration, Instant, PdId, QpId, QpState, RecvWr, RegionId, SendFlags,
-    SendOp, SendWr, SgList, Sge, Stag, VecMemory, WcOpcode, WcStatus,
+    Access, CqId, Cqe, Duration, Instant, PdId, QpId, QpState, RecvWr, RegionId, SendFlags, SendOp,
+    SendWr, SgList, Sge, Stag, VecMemory, WcOpcode, WcStatus,
 };
 
 use crate::*;
@@ -102,7 +102,8 @@ impl Side {
             rq,
         };
         let client = 1;
-        s.call(ServiceRequest::AttachClient { client, doorbells }).unwrap();
+        s.call(ServiceRequest::AttachClient { client, doorbells })
+            .unwrap();
         let ServiceReply::Pd(pd) = s.call(ServiceRequest::AllocPd { client }).unwrap() else {
             panic!()
         };
@@ -209,8 +210,7 @@ impl Side {
             frames.push(buf[..n].to_vec());
         }
         while let Some(ev) = self.eng.poll_event() {
-            if !App::<VecMemory>::on_event(&mut self.svc, now, &mut self.eng, &mut self.mem, &ev)
-            {
+            if !App::<VecMemory>::on_event(&mut self.svc, now, &mut self.eng, &mut self.mem, &ev) {
                 self.unclaimed.push(ev);
             }
         }
@@ -415,12 +415,11 @@ fn send_and_write_complete_into_the_client_ring() {
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"hello");
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x800..0x805], b"world");
     // The armed CQ fired exactly once.
-    let wakes = w
-        .a
-        .notices
-        .iter()
-        .filter(|n| matches!(n, ServiceNotice::CqWake { client: 1, cq: 9 }))
-        .count();
+    let wakes =
+        w.a.notices
+            .iter()
+            .filter(|n| matches!(n, ServiceNotice::CqWake { client: 1, cq: 9 }))
+            .count();
     assert_eq!(wakes, 1);
     assert_eq!(w.a.cq_control.events(), 1);
 }
@@ -546,8 +545,7 @@ fn stray_doorbells_are_ignored() {
         w.step();
     }
     assert!(w.a.cqes().is_empty());
-    let ServiceReply::Snapshot { clients, .. } = w.a.call(ServiceRequest::Snapshot).unwrap()
-    else {
+    let ServiceReply::Snapshot { clients, .. } = w.a.call(ServiceRequest::Snapshot).unwrap() else {
         panic!()
     };
     assert_eq!(clients[0].stray_doorbells, 1);
@@ -560,7 +558,9 @@ const DOORBELL_BITS_FOR_TEST: u32 = iwarp_shm_ring::DOORBELL_BITS;
 fn detach_tears_everything_down_and_the_peer_sees_a_disconnect() {
     let mut w = World::new();
     w.connect();
-    let r = w.a.call(ServiceRequest::DetachClient { client: 1 }).unwrap();
+    let r =
+        w.a.call(ServiceRequest::DetachClient { client: 1 })
+            .unwrap();
     let ServiceReply::Detached(freed) = r else {
         panic!("{r:?}")
     };

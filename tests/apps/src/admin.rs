@@ -8,8 +8,8 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use iwarp_verbs_proto::{
-    AdminRequest, AdminResponse, Channel, ClientInfo, ClientMsg, DaemonStatus, ErrorReply,
-    Event, ObjectTotals, RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
+    AdminRequest, AdminResponse, Channel, ClientInfo, ClientMsg, DaemonStatus, ErrorReply, Event,
+    ObjectTotals, RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
 };
 
 /// How long a reply may take.
@@ -34,8 +34,10 @@ pub type Reply = (Result<Response, ErrorReply>, Vec<OwnedFd>);
 impl RawClient {
     /// Connects and says `Hello`.
     pub fn connect(path: &Path, name: &str) -> Result<RawClient, String> {
-        let chan = Channel::connect(path).map_err(|e| format!("connect {}: {e}", path.display()))?;
-        chan.set_recv_timeout(Some(REPLY_TIMEOUT)).map_err(|e| e.to_string())?;
+        let chan =
+            Channel::connect(path).map_err(|e| format!("connect {}: {e}", path.display()))?;
+        chan.set_recv_timeout(Some(REPLY_TIMEOUT))
+            .map_err(|e| e.to_string())?;
         let hello = ClientMsg {
             seq: 1,
             request: Request::Hello {
@@ -43,7 +45,8 @@ impl RawClient {
                 name: name.into(),
             },
         };
-        chan.send(&hello, &[]).map_err(|e| format!("send Hello: {e}"))?;
+        chan.send(&hello, &[])
+            .map_err(|e| format!("send Hello: {e}"))?;
         let mut c = RawClient {
             chan,
             welcome: Welcome {
@@ -71,7 +74,11 @@ impl RawClient {
     }
 
     /// Sends a request with descriptors and waits for its reply.
-    pub fn call_with_fds(&mut self, request: Request, fds: &[BorrowedFd<'_>]) -> Result<Reply, String> {
+    pub fn call_with_fds(
+        &mut self,
+        request: Request,
+        fds: &[BorrowedFd<'_>],
+    ) -> Result<Reply, String> {
         self.seq += 1;
         let seq = self.seq;
         self.chan
@@ -96,16 +103,22 @@ impl RawClient {
         let end = Instant::now() + REPLY_TIMEOUT;
         loop {
             if Instant::now() > end {
-                return Err(format!("no reply to request {seq} within {REPLY_TIMEOUT:?}"));
+                return Err(format!(
+                    "no reply to request {seq} within {REPLY_TIMEOUT:?}"
+                ));
             }
             match self.chan.recv::<ServerMsg>() {
-                Ok((ServerMsg::Reply { seq: s, result }, fds)) if s == seq => return Ok((result, fds)),
+                Ok((ServerMsg::Reply { seq: s, result }, fds)) if s == seq => {
+                    return Ok((result, fds))
+                }
                 Ok((ServerMsg::Reply { seq: s, result }, _)) => {
                     return Err(format!("reply to {s} while waiting for {seq}: {result:?}"))
                 }
                 Ok((ServerMsg::Event(e), _)) => self.events.push_back(e),
                 Err(RecvError::WouldBlock) => {
-                    return Err(format!("no reply to request {seq} within {REPLY_TIMEOUT:?}"))
+                    return Err(format!(
+                        "no reply to request {seq} within {REPLY_TIMEOUT:?}"
+                    ))
                 }
                 Err(e) => return Err(format!("receive: {e}")),
             }
@@ -138,7 +151,11 @@ impl RawClient {
 
     /// The totals of the client with id `id` (`None` if it is not connected any more).
     pub fn client_totals(&mut self, id: u32) -> Result<Option<ObjectTotals>, String> {
-        Ok(self.clients()?.into_iter().find(|c| c.id == id).map(|c| c.totals))
+        Ok(self
+            .clients()?
+            .into_iter()
+            .find(|c| c.id == id)
+            .map(|c| c.totals))
     }
 }
 
@@ -180,12 +197,17 @@ mod tests {
     #[test]
     fn zero_totals() {
         assert!(is_zero(&ObjectTotals::default()));
-        assert!(!is_zero(&ObjectTotals { arena_bytes: 1, ..ObjectTotals::default() }));
+        assert!(!is_zero(&ObjectTotals {
+            arena_bytes: 1,
+            ..ObjectTotals::default()
+        }));
     }
 
     #[test]
     fn a_missing_socket_is_an_error_not_a_panic() {
-        let e = RawClient::connect(Path::new("/nonexistent/apps.verbs"), "t").err().expect("error");
+        let e = RawClient::connect(Path::new("/nonexistent/apps.verbs"), "t")
+            .err()
+            .expect("error");
         assert!(e.contains("/nonexistent/apps.verbs"), "{e}");
     }
 }

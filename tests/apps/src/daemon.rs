@@ -42,7 +42,12 @@ impl Daemon {
             .current_dir(workspace_root())
             .args(["--config", config, "--name", name, "--core", cpu])
             .args(["--device", device, "--ip", &ip_arg, "--log-level", "warn"])
-            .args(["--set", "loadgen.listen_port=0", "--set", "tcp.delayed_ack_us=0"])
+            .args([
+                "--set",
+                "loadgen.listen_port=0",
+                "--set",
+                "tcp.delayed_ack_us=0",
+            ])
             .stdin(Stdio::null())
             .stdout(log_file)
             .stderr(err_file)
@@ -88,11 +93,17 @@ impl Daemon {
         while Instant::now() < end {
             if let Some(child) = self.child.as_mut() {
                 if let Ok(Some(st)) = child.try_wait() {
-                    panic!("daemon {} exited early ({st}):\n{}", self.name, self.log_text());
+                    panic!(
+                        "daemon {} exited early ({st}):\n{}",
+                        self.name,
+                        self.log_text()
+                    );
                 }
             }
             if self.socket.exists() {
-                match RawClient::connect(&self.socket, "apps-tests-probe").and_then(|mut c| c.status()) {
+                match RawClient::connect(&self.socket, "apps-tests-probe")
+                    .and_then(|mut c| c.status())
+                {
                     Ok(_) => return,
                     Err(e) => last = e,
                 }
@@ -127,7 +138,10 @@ impl Daemon {
 
     /// Sum of the totals of every client (the admin connections hold nothing).
     pub fn totals(&self) -> ObjectTotals {
-        self.admin().status().unwrap_or_else(|e| panic!("{}: Status: {e}", self.name)).totals
+        self.admin()
+            .status()
+            .unwrap_or_else(|e| panic!("{}: Status: {e}", self.name))
+            .totals
     }
 
     /// Polls the daemon until it holds no object of any client other than those in
@@ -139,7 +153,9 @@ impl Daemon {
             let clients = admin
                 .clients()
                 .unwrap_or_else(|e| panic!("{}: Clients: {e}", self.name));
-            let status = admin.status().unwrap_or_else(|e| panic!("{}: Status: {e}", self.name));
+            let status = admin
+                .status()
+                .unwrap_or_else(|e| panic!("{}: Status: {e}", self.name));
             let kept: Vec<_> = clients.iter().filter(|c| keep.contains(&c.id)).collect();
             let mut expected = ObjectTotals::default();
             for c in &kept {
@@ -254,12 +270,19 @@ impl DaemonPair {
         let end = Instant::now() + Duration::from_secs(5);
         let mut admin = self.b.admin();
         while Instant::now() < end {
-            if admin.status().map(|s| s.ports.iter().all(|p| p.link_up)).unwrap_or(false) {
+            if admin
+                .status()
+                .map(|s| s.ports.iter().all(|p| p.link_up))
+                .unwrap_or(false)
+            {
                 return;
             }
             std::thread::sleep(Duration::from_millis(100));
         }
-        eprintln!("note: {} reports its memif link down; going on", self.b.name);
+        eprintln!(
+            "note: {} reports its memif link down; going on",
+            self.b.name
+        );
     }
 
     /// Both logs, for failure messages.

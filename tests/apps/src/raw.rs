@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{
-    decode_cqe, AreaView, Consumer, CqControl, DoorbellBlock, Producer, RingLayout,
-    CQE_SLOT_SIZE,
+    decode_cqe, AreaView, Consumer, CqControl, DoorbellBlock, Producer, RingLayout, CQE_SLOT_SIZE,
 };
 use iwarp_types::Cqe;
 use iwarp_verbs_proto::*;
@@ -76,7 +75,11 @@ impl RawQp {
     }
 }
 
-fn expect<T>(what: &str, r: Result<Result<Response, ErrorReply>, String>, f: impl FnOnce(Response) -> Option<T>) -> T {
+fn expect<T>(
+    what: &str,
+    r: Result<Result<Response, ErrorReply>, String>,
+    f: impl FnOnce(Response) -> Option<T>,
+) -> T {
     match r {
         Ok(Ok(resp)) => {
             let text = format!("{resp:?}");
@@ -90,10 +93,18 @@ impl RawVerbs {
     /// Connects, says `Hello` and maps the ring area.
     pub fn connect(socket: &std::path::Path, name: &str) -> RawVerbs {
         let mut c = RawClient::connect(socket, name).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let fd = c.ring_area.take().expect("Welcome carries the ring-area memfd");
-        let map = SharedMapping::from_fd(fd, c.welcome.ring_area_len as usize).expect("map the ring area");
+        let fd = c
+            .ring_area
+            .take()
+            .expect("Welcome carries the ring-area memfd");
+        let map = SharedMapping::from_fd(fd, c.welcome.ring_area_len as usize)
+            .expect("map the ring area");
         let area = AreaView::attach(map.region()).expect("ring area attaches");
-        RawVerbs { c, area, _ring_map: map }
+        RawVerbs {
+            c,
+            area,
+            _ring_map: map,
+        }
     }
 
     /// A PD.
@@ -108,7 +119,13 @@ impl RawVerbs {
     pub fn alloc_arena(&mut self, len: u64) -> RawArena {
         let (r, mut fds) = self
             .c
-            .call_with_fds(Request::AllocArena { len, hugepages_required: false }, &[])
+            .call_with_fds(
+                Request::AllocArena {
+                    len,
+                    hugepages_required: false,
+                },
+                &[],
+            )
             .expect("AllocArena");
         let (handle, got_len) = expect("AllocArena", Ok(r), |r| match r {
             Response::Arena { arena, len, .. } => Some((arena, len)),
@@ -120,8 +137,23 @@ impl RawVerbs {
     }
 
     /// A zero-based MR over `offset..offset+len` of `arena`.
-    pub fn reg_mr(&mut self, pd: PdHandle, arena: &RawArena, offset: u64, len: u64, access: AccessFlags) -> StagValue {
-        let reg = MrReg { pd, arena: arena.handle, offset, len, va: 0, zero_based: true, access };
+    pub fn reg_mr(
+        &mut self,
+        pd: PdHandle,
+        arena: &RawArena,
+        offset: u64,
+        len: u64,
+        access: AccessFlags,
+    ) -> StagValue {
+        let reg = MrReg {
+            pd,
+            arena: arena.handle,
+            offset,
+            len,
+            va: 0,
+            zero_based: true,
+            access,
+        };
         expect("RegMr", self.c.call(Request::RegMr(reg)), |r| match r {
             Response::Stag(s) => Some(s),
             _ => None,
@@ -130,21 +162,39 @@ impl RawVerbs {
 
     /// A CQ of `depth` entries without a channel.
     pub fn create_cq(&mut self, depth: u32) -> RawCq {
-        let created = expect("CreateCq", self.c.call(Request::CreateCq(CqCreate { depth, channel: None })), |r| match r {
-            Response::Cq(c) => Some(c),
-            _ => None,
-        });
+        let created = expect(
+            "CreateCq",
+            self.c.call(Request::CreateCq(CqCreate {
+                depth,
+                channel: None,
+            })),
+            |r| match r {
+                Response::Cq(c) => Some(c),
+                _ => None,
+            },
+        );
         let rings = created
             .rings
             .iter()
             .map(|r| {
                 let layout = RingLayout::completion_queue(r.entries).expect("CQ layout");
-                let region = self.area.ring_region(r.offset, layout).expect("CQ ring region");
+                let region = self
+                    .area
+                    .ring_region(r.offset, layout)
+                    .expect("CQ ring region");
                 Consumer::attach(region, layout).expect("CQ ring attaches")
             })
             .collect();
-        let region = self.area.region().sub(created.control as usize, 64).expect("CQ control line");
-        RawCq { handle: created.cq, rings, control: CqControl::new(region).expect("CQ control") }
+        let region = self
+            .area
+            .region()
+            .sub(created.control as usize, 64)
+            .expect("CQ control line");
+        RawCq {
+            handle: created.cq,
+            rings,
+            control: CqControl::new(region).expect("CQ control"),
+        }
     }
 
     /// A QP (RQ of 16, SQ of 16, 2 SGEs each, bind enabled, ORD/IRD 4).
@@ -154,7 +204,12 @@ impl RawVerbs {
             send_cq: cq.handle,
             recv_cq: cq.handle,
             srq: None,
-            cap: QpCap { max_send_wr: 16, max_recv_wr: 16, max_send_sge: 2, max_recv_sge: 2 },
+            cap: QpCap {
+                max_send_wr: 16,
+                max_recv_wr: 16,
+                max_send_sge: 2,
+                max_recv_sge: 2,
+            },
             sq_sig_all: true,
             ord: 4,
             ird: 4,
@@ -163,19 +218,38 @@ impl RawVerbs {
             bind_enabled: true,
             for_cm_id,
         };
-        let created = expect("CreateQp", self.c.call(Request::CreateQp(req)), |r| match r {
-            Response::Qp(q) => Some(q),
-            _ => None,
-        });
+        let created = expect(
+            "CreateQp",
+            self.c.call(Request::CreateQp(req)),
+            |r| match r {
+                Response::Qp(q) => Some(q),
+                _ => None,
+            },
+        );
         let sq_layout = RingLayout::send_queue(created.sq.entries).expect("SQ layout");
-        let sq = Producer::attach(self.area.ring_region(created.sq.offset, sq_layout).expect("SQ region"), sq_layout)
-            .expect("SQ attaches");
+        let sq = Producer::attach(
+            self.area
+                .ring_region(created.sq.offset, sq_layout)
+                .expect("SQ region"),
+            sq_layout,
+        )
+        .expect("SQ attaches");
         let rq = created.rq.map(|r| {
             let l = RingLayout::recv_queue(r.entries).expect("RQ layout");
-            Producer::attach(self.area.ring_region(r.offset, l).expect("RQ region"), l).expect("RQ attaches")
+            Producer::attach(self.area.ring_region(r.offset, l).expect("RQ region"), l)
+                .expect("RQ attaches")
         });
-        let doorbell = self.area.doorbell(created.core).expect("doorbell of the QP's core");
-        RawQp { handle: created.qp, created, sq, rq, doorbell }
+        let doorbell = self
+            .area
+            .doorbell(created.core)
+            .expect("doorbell of the QP's core");
+        RawQp {
+            handle: created.qp,
+            created,
+            sq,
+            rq,
+            doorbell,
+        }
     }
 
     /// Waits for one completion on `cq` (any core's ring).
@@ -206,12 +280,19 @@ impl RawVerbs {
             Ok((other, _)) => panic!("unsolicited {other:?}"),
             Err(_) => None,
         };
-        let _ = self.c.chan.set_recv_timeout(Some(crate::admin::REPLY_TIMEOUT));
+        let _ = self
+            .c
+            .chan
+            .set_recv_timeout(Some(crate::admin::REPLY_TIMEOUT));
         got
     }
 
     /// Waits for a CM event matching `f`, keeping the others aside; panics after `within`.
-    pub fn wait_cm<T>(&mut self, within: Duration, mut f: impl FnMut(CmIdHandle, &CmEvent) -> Option<T>) -> T {
+    pub fn wait_cm<T>(
+        &mut self,
+        within: Duration,
+        mut f: impl FnMut(CmIdHandle, &CmEvent) -> Option<T>,
+    ) -> T {
         let end = Instant::now() + within;
         let mut kept = Vec::new();
         loop {
@@ -225,7 +306,9 @@ impl RawVerbs {
                     kept.push(Event::Cm { id, event });
                 }
                 Some(other) => kept.push(other),
-                None if Instant::now() >= end => panic!("no matching CM event in {within:?}; got {kept:?}"),
+                None if Instant::now() >= end => {
+                    panic!("no matching CM event in {within:?}; got {kept:?}")
+                }
                 None => {}
             }
         }
@@ -241,10 +324,14 @@ impl RawVerbs {
 
     /// A new CM id.
     pub fn create_cm_id(&mut self) -> CmIdHandle {
-        expect("CreateCmId", self.c.call(Request::CreateCmId), |r| match r {
-            Response::CmId(h) => Some(h),
-            _ => None,
-        })
+        expect(
+            "CreateCmId",
+            self.c.call(Request::CreateCmId),
+            |r| match r {
+                Response::CmId(h) => Some(h),
+                _ => None,
+            },
+        )
     }
 }
 
@@ -262,13 +349,22 @@ pub fn connect_pair(
 ) -> (RawQp, RawQp) {
     let within = Duration::from_secs(10);
     let listen = passive.create_cm_id();
-    match passive.c.call(Request::Listen { id: listen, addr, backlog: 4 }) {
+    match passive.c.call(Request::Listen {
+        id: listen,
+        addr,
+        backlog: 4,
+    }) {
         Ok(Ok(_)) => {}
         other => panic!("Listen: {other:?}"),
     }
     let aid = active.create_cm_id();
     let aqp = active.create_qp(apd, acq, None);
-    match active.c.call(Request::Connect { id: aid, qp: aqp.handle, remote: addr, param: ConnParam::default() }) {
+    match active.c.call(Request::Connect {
+        id: aid,
+        qp: aqp.handle,
+        remote: addr,
+        param: ConnParam::default(),
+    }) {
         Ok(Ok(_)) => {}
         other => panic!("Connect: {other:?}"),
     }
@@ -277,11 +373,19 @@ pub fn connect_pair(
         _ => None,
     });
     let pqp = passive.create_qp(ppd, pcq, Some(req));
-    match passive.c.call(Request::Accept { id: req, qp: pqp.handle, param: ConnParam::default() }) {
+    match passive.c.call(Request::Accept {
+        id: req,
+        qp: pqp.handle,
+        param: ConnParam::default(),
+    }) {
         Ok(Ok(_)) => {}
         other => panic!("Accept: {other:?}"),
     }
-    passive.wait_cm(within, |_, e| matches!(e, CmEvent::Established { .. }).then_some(()));
-    active.wait_cm(within, |_, e| matches!(e, CmEvent::Established { .. }).then_some(()));
+    passive.wait_cm(within, |_, e| {
+        matches!(e, CmEvent::Established { .. }).then_some(())
+    });
+    active.wait_cm(within, |_, e| {
+        matches!(e, CmEvent::Established { .. }).then_some(())
+    });
     (pqp, aqp)
 }

@@ -44,10 +44,22 @@ impl Side {
         let chan = ctx.create_comp_channel().expect("create_comp_channel");
         let cq = ctx.create_cq(256, Some(&chan)).expect("create_cq");
         let arena = ctx.alloc_arena(ARENA_BYTES).expect("alloc_arena");
-        let access = Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::MW_BIND;
+        let access =
+            Access::LOCAL_WRITE | Access::REMOTE_READ | Access::REMOTE_WRITE | Access::MW_BIND;
         let mr = pd.reg_mr(&arena, 0, ARENA_BYTES, access).expect("reg_mr");
-        let cm = ctx.create_cm_event_channel().expect("create_cm_event_channel");
-        Side { name, ctx, pd, chan, cq, arena, mr, cm }
+        let cm = ctx
+            .create_cm_event_channel()
+            .expect("create_cm_event_channel");
+        Side {
+            name,
+            ctx,
+            pd,
+            chan,
+            cq,
+            arena,
+            mr,
+            cm,
+        }
     }
 
     /// QP attributes on this side's CQ: every WR signaled, binds allowed.
@@ -97,14 +109,19 @@ impl Side {
 
     /// Posts a signaled WR and returns its completion (panics on a post error).
     pub fn post_and_complete(&mut self, qp: &mut Qp, wr: SendWr) -> Cqe {
-        qp.post_send(&wr).unwrap_or_else(|e| panic!("{}: post_send {:?}: {e}", self.name, wr.op));
+        qp.post_send(&wr)
+            .unwrap_or_else(|e| panic!("{}: post_send {:?}: {e}", self.name, wr.op));
         self.poll_one()
     }
 
     /// Posts a receive of `len` bytes at `off` with `wr_id`.
     pub fn post_recv(&self, qp: &mut Qp, wr_id: u64, off: u64, len: u32) {
         let sge = self.mr.sge(off, len).expect("recv SGE");
-        qp.post_recv(&RecvWr { wr_id, sgl: SgList::single(sge) }).expect("post_recv");
+        qp.post_recv(&RecvWr {
+            wr_id,
+            sgl: SgList::single(sge),
+        })
+        .expect("post_recv");
         // Posting is asynchronous to the peer process: a control call orders after the
         // WRs posted before it, so the receive is on the RQ before this test lets the
         // peer send (else the Send may find the RQ empty: a Terminate, as in RDMA).
@@ -117,7 +134,11 @@ pub fn poll_one(cq: &mut Cq, who: &str) -> Cqe {
     let end = Instant::now() + WAIT;
     let mut wc = [empty_cqe(); 1];
     loop {
-        if cq.poll(&mut wc).unwrap_or_else(|e| panic!("{who}: poll: {e}")) == 1 {
+        if cq
+            .poll(&mut wc)
+            .unwrap_or_else(|e| panic!("{who}: poll: {e}"))
+            == 1
+        {
             return wc[0];
         }
         if Instant::now() > end {
@@ -149,13 +170,22 @@ pub fn pattern(out: &mut [u8], seed: u8) {
 
 /// A send WR.
 pub fn wr(wr_id: u64, op: SendOp, sges: &[Sge]) -> SendWr {
-    SendWr { wr_id, op, sgl: SgList::from_slice(sges).expect("SGEs"), flags: SendFlags::SIGNALED }
+    SendWr {
+        wr_id,
+        op,
+        sgl: SgList::from_slice(sges).expect("SGEs"),
+        flags: SendFlags::SIGNALED,
+    }
 }
 
 /// Asserts a completion's fields.
 #[track_caller]
 pub fn check_cqe(c: &Cqe, wr_id: u64, opcode: WcOpcode, status: WcStatus) {
-    assert_eq!((c.wr_id, c.opcode, c.status), (wr_id, opcode, status), "completion {c:?}");
+    assert_eq!(
+        (c.wr_id, c.opcode, c.status),
+        (wr_id, opcode, status),
+        "completion {c:?}"
+    );
 }
 
 /// Waits (epoll) until `fd` is readable; false after `within`.
@@ -187,7 +217,9 @@ pub fn connect(
 ) -> (Qp, CmId, Qp, CmId) {
     let listener = passive.cm.create_id().expect("create_id");
     listener.listen(port, 8).expect("listen");
-    let r = connect_via(passive, &listener, passive_ip, active, port, req_data, acc_data);
+    let r = connect_via(
+        passive, &listener, passive_ip, active, port, req_data, acc_data,
+    );
     drop(listener);
     r
 }
@@ -202,10 +234,16 @@ pub fn connect_via(
     req_data: &[u8],
     acc_data: &[u8],
 ) -> (Qp, CmId, Qp, CmId) {
-    let aqp = active.pd.create_qp(&active.qp_attr()).expect("active create_qp");
+    let aqp = active
+        .pd
+        .create_qp(&active.qp_attr())
+        .expect("active create_qp");
     let aid = active.cm.create_id().expect("active create_id");
     let remote = SocketAddrV4::new(passive_ip.into(), port);
-    let param = ConnParam { private_data: req_data.to_vec(), ..ConnParam::default() };
+    let param = ConnParam {
+        private_data: req_data.to_vec(),
+        ..ConnParam::default()
+    };
     aid.connect(&aqp, remote, &param).expect("connect");
     let ev = passive.cm_event();
     assert_eq!(ev.id, listener.handle(), "request on the listener: {ev:?}");
@@ -216,8 +254,13 @@ pub fn connect_via(
         other => panic!("expected ConnectRequest, got {other:?}"),
     }
     let pid = ev.request.expect("the request's CM id");
-    let pqp = pid.create_qp(&passive.pd, &passive.qp_attr()).expect("passive create_qp");
-    let param = ConnParam { private_data: acc_data.to_vec(), ..ConnParam::default() };
+    let pqp = pid
+        .create_qp(&passive.pd, &passive.qp_attr())
+        .expect("passive create_qp");
+    let param = ConnParam {
+        private_data: acc_data.to_vec(),
+        ..ConnParam::default()
+    };
     pid.accept(&pqp, &param).expect("accept");
     match active.cm_event().event {
         CmEvent::Established { private_data, qp } => {

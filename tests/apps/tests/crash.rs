@@ -64,7 +64,14 @@ fn server(socket: std::path::PathBuf, stop: Arc<AtomicBool>, news: mpsc::Sender<
                 let mut pd = a.arena.addr(slot * SLOT).to_le_bytes().to_vec();
                 pd.extend_from_slice(&a.mr.rkey().0.to_le_bytes());
                 pd.extend_from_slice(&(SLOT as u32).to_le_bytes());
-                id.accept(&qp, &ConnParam { private_data: pd, ..ConnParam::default() }).expect("accept");
+                id.accept(
+                    &qp,
+                    &ConnParam {
+                        private_data: pd,
+                        ..ConnParam::default()
+                    },
+                )
+                .expect("accept");
                 conns.insert(id.handle(), (id, qp, tag));
             }
             CmEvent::Established { .. } => {
@@ -111,7 +118,12 @@ fn ready(out: &mut BufReader<ChildStdout>, who: &str) -> u32 {
 }
 
 /// Waits for `want` from the server, keeping the rest.
-fn wait_news(rx: &mpsc::Receiver<News>, want: impl Fn(&News) -> bool, within: Duration, what: &str) {
+fn wait_news(
+    rx: &mpsc::Receiver<News>,
+    want: impl Fn(&News) -> bool,
+    within: Duration,
+    what: &str,
+) {
     let end = Instant::now() + within;
     loop {
         let left = end.saturating_duration_since(Instant::now());
@@ -134,7 +146,9 @@ fn killed_clients_leave_nothing_and_disturb_no_one() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| {
-            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap_or_default();
             now.as_nanos() as u64 ^ u64::from(std::process::id()) << 32
         });
     eprintln!("crash test seed {seed} (replay with APPS_CRASH_SEED={seed})");
@@ -156,15 +170,30 @@ fn crash_cycles(seed: u64) {
         let stop = stop.clone();
         std::thread::spawn(move || server(socket, stop, tx))
     };
-    wait_news(&rx, |n| matches!(n, News::Listening), Duration::from_secs(10), "server listening");
+    wait_news(
+        &rx,
+        |n| matches!(n, News::Listening),
+        Duration::from_secs(10),
+        "server listening",
+    );
     let (mut bystander, mut bout) = spawn_client(&pair.b.socket, BYSTANDER);
     let bystander_id = ready(&mut bout, "bystander");
-    wait_news(&rx, |n| matches!(n, News::Up(BYSTANDER)), Duration::from_secs(10), "bystander Established");
+    wait_news(
+        &rx,
+        |n| matches!(n, News::Up(BYSTANDER)),
+        Duration::from_secs(10),
+        "bystander Established",
+    );
     let mut slowest = Duration::ZERO;
     for cycle in 0..CYCLES {
         let (mut victim, mut vout) = spawn_client(&pair.b.socket, cycle);
         let vid = ready(&mut vout, "victim");
-        wait_news(&rx, |n| matches!(n, News::Up(t) if *t == cycle), Duration::from_secs(10), "victim Established");
+        wait_news(
+            &rx,
+            |n| matches!(n, News::Up(t) if *t == cycle),
+            Duration::from_secs(10),
+            "victim Established",
+        );
         std::thread::sleep(Duration::from_micros(rng.gen_range(0..30_000)));
         victim.kill().expect("SIGKILL");
         let st = victim.wait().expect("wait");
@@ -172,20 +201,31 @@ fn crash_cycles(seed: u64) {
             let rest: Vec<String> = vout.lines().map_while(std::io::Result::ok).collect();
             panic!("cycle {cycle}: the victim exited by itself ({st}) before the kill: {rest:?}");
         }
-        let took = pair.b.wait_objects_freed(&[bystander_id], Duration::from_secs(10));
+        let took = pair
+            .b
+            .wait_objects_freed(&[bystander_id], Duration::from_secs(10));
         slowest = slowest.max(took);
         let mut admin = pair.b.admin();
         assert!(
             admin.client_totals(vid).unwrap().is_none(),
             "cycle {cycle}: the killed client {vid} is still listed"
         );
-        wait_news(&rx, |n| matches!(n, News::Down(t) if *t == cycle), Duration::from_secs(10), "peer Disconnected");
+        wait_news(
+            &rx,
+            |n| matches!(n, News::Down(t) if *t == cycle),
+            Duration::from_secs(10),
+            "peer Disconnected",
+        );
         assert!(
             bystander.try_wait().expect("try_wait").is_none(),
             "cycle {cycle}: the bystander exited:\n{}",
             pair.logs()
         );
-        assert!(pair.a.is_running() && pair.b.is_running(), "cycle {cycle}: a daemon died:\n{}", pair.logs());
+        assert!(
+            pair.a.is_running() && pair.b.is_running(),
+            "cycle {cycle}: a daemon died:\n{}",
+            pair.logs()
+        );
     }
     // The bystander stops cleanly, having seen no error in all that time.
     drop(bystander.stdin.take());
@@ -222,7 +262,11 @@ fn iwarpctl_shows_zero(socket: &std::path::Path) {
         .output()
         .expect("run iwarpctl");
     let text = String::from_utf8_lossy(&out.stdout).to_string();
-    assert!(out.status.success(), "iwarpctl status failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "iwarpctl status failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let compact: String = text.chars().filter(|c| !c.is_whitespace()).collect();
     let totals = compact
         .split("\"totals\":{")
@@ -230,6 +274,9 @@ fn iwarpctl_shows_zero(socket: &std::path::Path) {
         .and_then(|t| t.split('}').next())
         .unwrap_or_else(|| panic!("no totals in iwarpctl's output: {text}"));
     for field in totals.split(',') {
-        assert!(field.ends_with(":0"), "iwarpctl shows {field} after every client is gone: {text}");
+        assert!(
+            field.ends_with(":0"),
+            "iwarpctl shows {field} after every client is gone: {text}"
+        );
     }
 }

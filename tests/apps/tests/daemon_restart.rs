@@ -44,16 +44,32 @@ fn check_everything_gone(b: &mut Side, bqp: &mut Qp) {
     assert!(b.ctx.is_daemon_gone());
     let sge = b.mr.sge(0, 64).unwrap();
     gone("post_send", bqp.post_send(&wr(1, SendOp::Send, &[sge])));
-    gone("post_recv", bqp.post_recv(&RecvWr { wr_id: 2, sgl: SgList::single(sge) }));
+    gone(
+        "post_recv",
+        bqp.post_recv(&RecvWr {
+            wr_id: 2,
+            sgl: SgList::single(sge),
+        }),
+    );
     let mut wc = [EMPTY_CQE; 4];
     gone("poll", b.cq.poll(&mut wc));
     gone("alloc_arena", b.ctx.alloc_arena(4096).map(|_| ()));
     gone("query_qp", bqp.query());
     // Blocking waits return at once instead of hanging.
     let t = Instant::now();
-    gone("cm get_event", b.cm.get_event_timeout(Duration::from_secs(30)).map(|_| ()));
-    gone("async event", b.ctx.get_async_event_timeout(Duration::from_secs(30)));
-    assert!(t.elapsed() < Duration::from_secs(2), "waits returned in {:?}", t.elapsed());
+    gone(
+        "cm get_event",
+        b.cm.get_event_timeout(Duration::from_secs(30)).map(|_| ()),
+    );
+    gone(
+        "async event",
+        b.ctx.get_async_event_timeout(Duration::from_secs(30)),
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "waits returned in {:?}",
+        t.elapsed()
+    );
 }
 
 #[test]

@@ -53,7 +53,12 @@ impl Suite {
     }
 
     /// The request must fail with one of `codes`.
-    fn expect_err(&mut self, case: &str, got: Result<Result<Response, ErrorReply>, String>, codes: &[ErrorCode]) {
+    fn expect_err(
+        &mut self,
+        case: &str,
+        got: Result<Result<Response, ErrorReply>, String>,
+        codes: &[ErrorCode],
+    ) {
         self.cases += 1;
         match got {
             Ok(Err(e)) if codes.contains(&e.code) => eprintln!("ok   {case}: {e}"),
@@ -88,7 +93,9 @@ fn memfd(len: u64, sealed: bool) -> OwnedFd {
     if sealed {
         rustix::fs::fcntl_add_seals(
             &fd,
-            rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::GROW | rustix::fs::SealFlags::SEAL,
+            rustix::fs::SealFlags::SHRINK
+                | rustix::fs::SealFlags::GROW
+                | rustix::fs::SealFlags::SEAL,
         )
         .expect("seal");
     }
@@ -109,7 +116,11 @@ fn frame(seq: u64, request: Request) -> Vec<u8> {
     encode(&ClientMsg { seq, request }).expect("encode")
 }
 
-fn ok<T: core::fmt::Debug>(what: &str, r: Result<Result<Response, ErrorReply>, String>, f: impl FnOnce(Response) -> Option<T>) -> T {
+fn ok<T: core::fmt::Debug>(
+    what: &str,
+    r: Result<Result<Response, ErrorReply>, String>,
+    f: impl FnOnce(Response) -> Option<T>,
+) -> T {
     match r {
         Ok(Ok(resp)) => f(resp.clone()).unwrap_or_else(|| panic!("{what}: unexpected {resp:?}")),
         other => panic!("{what}: {other:?}"),
@@ -137,7 +148,13 @@ fn victim(d: &Daemon) -> Victim {
         _ => None,
     });
     let (r, mut fds) = c
-        .call_with_fds(Request::AllocArena { len: 1 << 20, hugepages_required: false }, &[])
+        .call_with_fds(
+            Request::AllocArena {
+                len: 1 << 20,
+                hugepages_required: false,
+            },
+            &[],
+        )
         .expect("AllocArena");
     let arena = ok("victim AllocArena", Ok(r), |r| match r {
         Response::Arena { arena, .. } => Some(arena),
@@ -159,7 +176,8 @@ fn victim(d: &Daemon) -> Victim {
     let efd = eventfd();
     let chan = ok(
         "victim CreateChannel",
-        c.call_with_fds(Request::CreateChannel, &[efd.as_fd()]).map(|(r, _)| r),
+        c.call_with_fds(Request::CreateChannel, &[efd.as_fd()])
+            .map(|(r, _)| r),
         |r| match r {
             Response::Channel(h) => Some(h),
             _ => None,
@@ -167,20 +185,31 @@ fn victim(d: &Daemon) -> Victim {
     );
     let cq = ok(
         "victim CreateCq",
-        c.call(Request::CreateCq(CqCreate { depth: 64, channel: Some(chan) })),
+        c.call(Request::CreateCq(CqCreate {
+            depth: 64,
+            channel: Some(chan),
+        })),
         |r| match r {
             Response::Cq(c) => Some(c.cq),
             _ => None,
         },
     );
-    let cm = ok("victim CreateCmId", c.call(Request::CreateCmId), |r| match r {
-        Response::CmId(h) => Some(h),
-        _ => None,
-    });
-    let mr_info = ok("victim QueryMr", c.call(Request::QueryMr(mr)), |r| match r {
-        Response::MrInfo(i) => Some(i),
-        _ => None,
-    });
+    let cm = ok(
+        "victim CreateCmId",
+        c.call(Request::CreateCmId),
+        |r| match r {
+            Response::CmId(h) => Some(h),
+            _ => None,
+        },
+    );
+    let mr_info = ok(
+        "victim QueryMr",
+        c.call(Request::QueryMr(mr)),
+        |r| match r {
+            Response::MrInfo(i) => Some(i),
+            _ => None,
+        },
+    );
     Victim {
         c,
         pd,
@@ -203,38 +232,91 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     let _lock = SystemLock::acquire();
     let d = Daemon::start_alone("mctl");
     let mut admin = d.admin();
-    let mut s = Suite { failures: Vec::new(), cases: 0 };
+    let mut s = Suite {
+        failures: Vec::new(),
+        cases: 0,
+    };
     let mut v = victim(&d);
-    let victim_totals = admin.client_totals(v.c.welcome.client_id).unwrap().expect("victim listed");
+    let victim_totals = admin
+        .client_totals(v.c.welcome.client_id)
+        .unwrap()
+        .expect("victim listed");
     use ErrorCode::*;
-    let no_such = [NoSuchObject, InvalidPd, InvalidCq, InvalidQp, InvalidSrq, InvalidStag];
+    let no_such = [
+        NoSuchObject,
+        InvalidPd,
+        InvalidCq,
+        InvalidQp,
+        InvalidSrq,
+        InvalidStag,
+    ];
 
     // --- Another client's handles (the attacker holds nothing yet, so no value of its
     // own can coincide with the victim's).
     let mut a = RawClient::connect(&d.socket, "attacker").expect("attacker connects");
     let aid = a.welcome.client_id;
-    s.expect_err("foreign PD dealloc", a.call(Request::DeallocPd(v.pd)), &no_such);
-    s.expect_err("foreign arena free", a.call(Request::FreeArena(v.arena)), &no_such);
+    s.expect_err(
+        "foreign PD dealloc",
+        a.call(Request::DeallocPd(v.pd)),
+        &no_such,
+    );
+    s.expect_err(
+        "foreign arena free",
+        a.call(Request::FreeArena(v.arena)),
+        &no_such,
+    );
     s.expect_err("foreign MR dereg", a.call(Request::DeregMr(v.mr)), &no_such);
     s.expect_err("foreign MR query", a.call(Request::QueryMr(v.mr)), &no_such);
     s.expect_err(
         "foreign MR rereg",
         a.call(Request::ReregMr {
             stag: v.mr,
-            reg: MrReg { pd: v.pd, arena: v.arena, offset: 0, len: 4096, va: 0, zero_based: true, access: AccessFlags::ALL },
+            reg: MrReg {
+                pd: v.pd,
+                arena: v.arena,
+                offset: 0,
+                len: 4096,
+                va: 0,
+                zero_based: true,
+                access: AccessFlags::ALL,
+            },
         }),
         &no_such,
     );
-    s.expect_err("foreign CQ destroy", a.call(Request::DestroyCq(v.cq)), &no_such);
-    s.expect_err("foreign CQ resize", a.call(Request::ResizeCq { cq: v.cq, depth: 8 }), &no_such);
-    s.expect_err("foreign channel destroy", a.call(Request::DestroyChannel(v.chan)), &no_such);
-    s.expect_err("foreign CM id destroy", a.call(Request::DestroyCmId(v.cm)), &no_such);
     s.expect_err(
-        "foreign CM id listen",
-        a.call(Request::Listen { id: v.cm, addr: d.addr(9100), backlog: 4 }),
+        "foreign CQ destroy",
+        a.call(Request::DestroyCq(v.cq)),
         &no_such,
     );
-    s.expect_err("foreign CM id disconnect", a.call(Request::Disconnect(v.cm)), &no_such);
+    s.expect_err(
+        "foreign CQ resize",
+        a.call(Request::ResizeCq { cq: v.cq, depth: 8 }),
+        &no_such,
+    );
+    s.expect_err(
+        "foreign channel destroy",
+        a.call(Request::DestroyChannel(v.chan)),
+        &no_such,
+    );
+    s.expect_err(
+        "foreign CM id destroy",
+        a.call(Request::DestroyCmId(v.cm)),
+        &no_such,
+    );
+    s.expect_err(
+        "foreign CM id listen",
+        a.call(Request::Listen {
+            id: v.cm,
+            addr: d.addr(9100),
+            backlog: 4,
+        }),
+        &no_such,
+    );
+    s.expect_err(
+        "foreign CM id disconnect",
+        a.call(Request::Disconnect(v.cm)),
+        &no_such,
+    );
     s.expect_err(
         "foreign CQ and PD in CreateQp",
         a.call(Request::CreateQp(QpCreate {
@@ -242,7 +324,12 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
             send_cq: v.cq,
             recv_cq: v.cq,
             srq: None,
-            cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1 },
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+            },
             sq_sig_all: true,
             ord: 1,
             ird: 1,
@@ -255,7 +342,10 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     );
     s.expect_err(
         "foreign CQ with its channel",
-        a.call(Request::CreateCq(CqCreate { depth: 8, channel: Some(v.chan) })),
+        a.call(Request::CreateCq(CqCreate {
+            depth: 8,
+            channel: Some(v.chan),
+        })),
         &no_such,
     );
     // Now the attacker's own PD: the victim's arena and MR remain out of reach.
@@ -265,47 +355,156 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     });
     s.expect_err(
         "RegMr over a foreign arena",
-        a.call(Request::RegMr(MrReg { pd: apd, arena: v.arena, offset: 0, len: 4096, va: 0, zero_based: true, access: AccessFlags::ALL })),
+        a.call(Request::RegMr(MrReg {
+            pd: apd,
+            arena: v.arena,
+            offset: 0,
+            len: 4096,
+            va: 0,
+            zero_based: true,
+            access: AccessFlags::ALL,
+        })),
         &no_such,
     );
     s.expect_err(
         "Bind type 1 MW to a foreign MR",
         {
-            let mw = ok("attacker AllocMw", a.call(Request::AllocMw { pd: apd, kind: MwKind::Type1 }), |r| match r {
-                Response::Stag(s) => Some(s),
-                _ => None,
-            });
-            a.call(Request::BindMw(MwBindReq { mw, mr: v.mr, va: 0, len: 4096, access: AccessFlags::REMOTE_READ, zero_based: true }))
+            let mw = ok(
+                "attacker AllocMw",
+                a.call(Request::AllocMw {
+                    pd: apd,
+                    kind: MwKind::Type1,
+                }),
+                |r| match r {
+                    Response::Stag(s) => Some(s),
+                    _ => None,
+                },
+            );
+            a.call(Request::BindMw(MwBindReq {
+                mw,
+                mr: v.mr,
+                va: 0,
+                len: 4096,
+                access: AccessFlags::REMOTE_READ,
+                zero_based: true,
+            }))
         },
         &[NoSuchObject, InvalidStag, InvalidPd, InvalidArgument],
     );
 
     // --- Unknown handles.
-    s.expect_err("unknown PD", a.call(Request::DeallocPd(PdHandle(0xdead_beef))), &no_such);
-    s.expect_err("unknown CQ", a.call(Request::DestroyCq(CqHandle(0x7777_0001))), &no_such);
-    s.expect_err("unknown QP modify", a.call(Request::ModifyQp { qp: QpHandle(0x1234_5678), modify: QpModifyReq::default() }), &no_such);
-    s.expect_err("unknown QP query", a.call(Request::QueryQp(QpHandle(u32::MAX))), &no_such);
-    s.expect_err("unknown SRQ", a.call(Request::QuerySrq(SrqHandle(42_000))), &no_such);
-    s.expect_err("unknown STag", a.call(Request::DeregMr(StagValue(0x00ff_ff00))), &no_such);
-    s.expect_err("unknown arena", a.call(Request::FreeArena(ArenaHandle(9999))), &no_such);
-    s.expect_err("unknown CM id", a.call(Request::Accept { id: CmIdHandle(31337), qp: QpHandle(1), param: ConnParam::default() }), &no_such);
+    s.expect_err(
+        "unknown PD",
+        a.call(Request::DeallocPd(PdHandle(0xdead_beef))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown CQ",
+        a.call(Request::DestroyCq(CqHandle(0x7777_0001))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown QP modify",
+        a.call(Request::ModifyQp {
+            qp: QpHandle(0x1234_5678),
+            modify: QpModifyReq::default(),
+        }),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown QP query",
+        a.call(Request::QueryQp(QpHandle(u32::MAX))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown SRQ",
+        a.call(Request::QuerySrq(SrqHandle(42_000))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown STag",
+        a.call(Request::DeregMr(StagValue(0x00ff_ff00))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown arena",
+        a.call(Request::FreeArena(ArenaHandle(9999))),
+        &no_such,
+    );
+    s.expect_err(
+        "unknown CM id",
+        a.call(Request::Accept {
+            id: CmIdHandle(31337),
+            qp: QpHandle(1),
+            param: ConnParam::default(),
+        }),
+        &no_such,
+    );
 
     // --- Huge lengths and counts.
-    let big = [InvalidArgument, LimitReached, OutOfMemory, InsufficientResources, InvalidCqSize, TooManyWrsOrSges, InvalidLength];
-    s.expect_err("arena of 2^64-1 bytes", a.call(Request::AllocArena { len: u64::MAX, hugepages_required: false }), &big);
-    s.expect_err("arena of 1 TiB", a.call(Request::AllocArena { len: 1 << 40, hugepages_required: false }), &big);
-    s.expect_err("CQ of 2^32-1 entries", a.call(Request::CreateCq(CqCreate { depth: u32::MAX, channel: None })), &big);
-    let acq = ok("attacker CreateCq", a.call(Request::CreateCq(CqCreate { depth: 16, channel: None })), |r| match r {
-        Response::Cq(c) => Some(c.cq),
-        _ => None,
-    });
-    s.expect_err("CQ resize to 2^32-1", a.call(Request::ResizeCq { cq: acq, depth: u32::MAX }), &big);
+    let big = [
+        InvalidArgument,
+        LimitReached,
+        OutOfMemory,
+        InsufficientResources,
+        InvalidCqSize,
+        TooManyWrsOrSges,
+        InvalidLength,
+    ];
+    s.expect_err(
+        "arena of 2^64-1 bytes",
+        a.call(Request::AllocArena {
+            len: u64::MAX,
+            hugepages_required: false,
+        }),
+        &big,
+    );
+    s.expect_err(
+        "arena of 1 TiB",
+        a.call(Request::AllocArena {
+            len: 1 << 40,
+            hugepages_required: false,
+        }),
+        &big,
+    );
+    s.expect_err(
+        "CQ of 2^32-1 entries",
+        a.call(Request::CreateCq(CqCreate {
+            depth: u32::MAX,
+            channel: None,
+        })),
+        &big,
+    );
+    let acq = ok(
+        "attacker CreateCq",
+        a.call(Request::CreateCq(CqCreate {
+            depth: 16,
+            channel: None,
+        })),
+        |r| match r {
+            Response::Cq(c) => Some(c.cq),
+            _ => None,
+        },
+    );
+    s.expect_err(
+        "CQ resize to 2^32-1",
+        a.call(Request::ResizeCq {
+            cq: acq,
+            depth: u32::MAX,
+        }),
+        &big,
+    );
     let huge_qp = |sge: u32, wr: u32| QpCreate {
         pd: apd,
         send_cq: acq,
         recv_cq: acq,
         srq: None,
-        cap: QpCap { max_send_wr: wr, max_recv_wr: wr, max_send_sge: sge, max_recv_sge: sge },
+        cap: QpCap {
+            max_send_wr: wr,
+            max_recv_wr: wr,
+            max_send_sge: sge,
+            max_recv_sge: sge,
+        },
         sq_sig_all: true,
         ord: 1,
         ird: 1,
@@ -314,37 +513,103 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
         bind_enabled: true,
         for_cm_id: None,
     };
-    s.expect_err("QP of 2^32-1 WRs", a.call(Request::CreateQp(huge_qp(1, u32::MAX))), &big);
-    s.expect_err("QP of 1000 SGEs", a.call(Request::CreateQp(huge_qp(1000, 8))), &big);
+    s.expect_err(
+        "QP of 2^32-1 WRs",
+        a.call(Request::CreateQp(huge_qp(1, u32::MAX))),
+        &big,
+    );
+    s.expect_err(
+        "QP of 1000 SGEs",
+        a.call(Request::CreateQp(huge_qp(1000, 8))),
+        &big,
+    );
     s.expect_err(
         "QP with ORD 2^32-1",
-        a.call(Request::CreateQp(QpCreate { ord: u32::MAX, ird: u32::MAX, ..huge_qp(1, 8) })),
+        a.call(Request::CreateQp(QpCreate {
+            ord: u32::MAX,
+            ird: u32::MAX,
+            ..huge_qp(1, 8)
+        })),
         &[InvalidIrdOrd, InvalidArgument, LimitReached],
     );
-    s.expect_err("SRQ of 2^32-1 WRs", a.call(Request::CreateSrq(SrqCreate { pd: apd, max_wr: u32::MAX, max_sge: 1, limit: 0 })), &big);
-    s.expect_err("fast-register MR of 2^64-1 bytes", a.call(Request::AllocMr { pd: apd, max_len: u64::MAX }), &big);
-    let (r, _fds) = a.call_with_fds(Request::AllocArena { len: 65536, hugepages_required: false }, &[]).expect("AllocArena");
+    s.expect_err(
+        "SRQ of 2^32-1 WRs",
+        a.call(Request::CreateSrq(SrqCreate {
+            pd: apd,
+            max_wr: u32::MAX,
+            max_sge: 1,
+            limit: 0,
+        })),
+        &big,
+    );
+    s.expect_err(
+        "fast-register MR of 2^64-1 bytes",
+        a.call(Request::AllocMr {
+            pd: apd,
+            max_len: u64::MAX,
+        }),
+        &big,
+    );
+    let (r, _fds) = a
+        .call_with_fds(
+            Request::AllocArena {
+                len: 65536,
+                hugepages_required: false,
+            },
+            &[],
+        )
+        .expect("AllocArena");
     let aarena = ok("attacker AllocArena", Ok(r), |r| match r {
         Response::Arena { arena, .. } => Some(arena),
         _ => None,
     });
-    let mr_over = |offset: u64, len: u64| MrReg { pd: apd, arena: aarena, offset, len, va: 0, zero_based: true, access: AccessFlags::LOCAL_WRITE };
+    let mr_over = |offset: u64, len: u64| MrReg {
+        pd: apd,
+        arena: aarena,
+        offset,
+        len,
+        va: 0,
+        zero_based: true,
+        access: AccessFlags::LOCAL_WRITE,
+    };
     let bounds = [InvalidArgument, InvalidLength, InvalidVa];
-    s.expect_err("MR past its arena", a.call(Request::RegMr(mr_over(0, 65537))), &bounds);
-    s.expect_err("MR at an offset past its arena", a.call(Request::RegMr(mr_over(65536, 1))), &bounds);
-    s.expect_err("MR whose offset + len wraps", a.call(Request::RegMr(mr_over(u64::MAX - 10, 4096))), &bounds);
+    s.expect_err(
+        "MR past its arena",
+        a.call(Request::RegMr(mr_over(0, 65537))),
+        &bounds,
+    );
+    s.expect_err(
+        "MR at an offset past its arena",
+        a.call(Request::RegMr(mr_over(65536, 1))),
+        &bounds,
+    );
+    s.expect_err(
+        "MR whose offset + len wraps",
+        a.call(Request::RegMr(mr_over(u64::MAX - 10, 4096))),
+        &bounds,
+    );
     s.expect_err(
         "MR with undefined access bits",
-        a.call(Request::RegMr(MrReg { access: AccessFlags(0xffff_0000), ..mr_over(0, 4096) })),
+        a.call(Request::RegMr(MrReg {
+            access: AccessFlags(0xffff_0000),
+            ..mr_over(0, 4096)
+        })),
         &[InvalidAccessRights, InvalidArgument],
     );
-    let acm = ok("attacker CreateCmId", a.call(Request::CreateCmId), |r| match r {
-        Response::CmId(h) => Some(h),
-        _ => None,
-    });
+    let acm = ok(
+        "attacker CreateCmId",
+        a.call(Request::CreateCmId),
+        |r| match r {
+            Response::CmId(h) => Some(h),
+            _ => None,
+        },
+    );
     s.expect_err(
         "Reject with 4 KiB private data",
-        a.call(Request::Reject { id: acm, private_data: vec![7; 4096] }),
+        a.call(Request::Reject {
+            id: acm,
+            private_data: vec![7; 4096],
+        }),
         &[InvalidArgument, InvalidCmState],
     );
     s.expect_err(
@@ -352,48 +617,64 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
         a.call(Request::Connect {
             id: acm,
             qp: QpHandle(1),
-            remote: Addr { ip: [198, 18, 0, 2], port: 9000 },
-            param: ConnParam { private_data: vec![1; 4096], ..ConnParam::default() },
+            remote: Addr {
+                ip: [198, 18, 0, 2],
+                port: 9000,
+            },
+            param: ConnParam {
+                private_data: vec![1; 4096],
+                ..ConnParam::default()
+            },
         }),
         &[InvalidArgument, NoSuchObject, InvalidQp],
     );
 
     // --- Descriptors: missing, extra, too many, of the wrong kind.
     let fd_errors = [BadFd, InvalidArgument, BadMessage];
-    s.expect_err("CreateChannel without its eventfd", a.call(Request::CreateChannel), &fd_errors);
+    s.expect_err(
+        "CreateChannel without its eventfd",
+        a.call(Request::CreateChannel),
+        &fd_errors,
+    );
     let (e1, e2) = (eventfd(), eventfd());
     s.expect_err(
         "CreateChannel with two eventfds",
-        a.call_with_fds(Request::CreateChannel, &[e1.as_fd(), e2.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::CreateChannel, &[e1.as_fd(), e2.as_fd()])
+            .map(|(r, _)| r),
         &fd_errors,
     );
     s.expect_err(
         "AllocPd with a stray descriptor",
-        a.call_with_fds(Request::AllocPd, &[e1.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::AllocPd, &[e1.as_fd()])
+            .map(|(r, _)| r),
         &fd_errors,
     );
     let m = memfd(4096, true);
     s.expect_err(
         "CreateChannel with a memfd",
-        a.call_with_fds(Request::CreateChannel, &[m.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::CreateChannel, &[m.as_fd()])
+            .map(|(r, _)| r),
         &fd_errors,
     );
     let (pr, _pw) = rustix::pipe::pipe().expect("pipe");
     s.expect_err(
         "ImportArena of a pipe",
-        a.call_with_fds(Request::ImportArena { len: 4096 }, &[pr.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::ImportArena { len: 4096 }, &[pr.as_fd()])
+            .map(|(r, _)| r),
         &fd_errors,
     );
     let unsealed = memfd(8192, false);
     s.expect_err(
         "ImportArena of an unsealed memfd",
-        a.call_with_fds(Request::ImportArena { len: 8192 }, &[unsealed.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::ImportArena { len: 8192 }, &[unsealed.as_fd()])
+            .map(|(r, _)| r),
         &[BadFd, InvalidArgument],
     );
     let small = memfd(4096, true);
     s.expect_err(
         "ImportArena longer than its memfd",
-        a.call_with_fds(Request::ImportArena { len: 1 << 30 }, &[small.as_fd()]).map(|(r, _)| r),
+        a.call_with_fds(Request::ImportArena { len: 1 << 30 }, &[small.as_fd()])
+            .map(|(r, _)| r),
         &[BadFd, InvalidArgument, LimitReached],
     );
     s.expect_err(
@@ -405,22 +686,34 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     let borrowed: Vec<BorrowedFd<'_>> = many.iter().map(|f| f.as_fd()).collect();
     let seq = a.next_seq();
     send_with_fds(&a, &frame(seq, Request::CreateChannel), &borrowed);
-    a.chan.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
+    a.chan
+        .set_recv_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
     s.expect_err_or_close("CreateChannel with 12 descriptors", next_reply(&a));
     drop(a);
 
     // --- Frames that are not messages, each on a fresh connection after Hello.
     let raw_case = |s: &mut Suite, name: &str, bytes: Vec<u8>| {
         let c = RawClient::connect(&d.socket, "garbage").expect("connect");
-        c.chan.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.chan
+            .set_recv_timeout(Some(Duration::from_secs(5)))
+            .unwrap();
         match c.chan.send_raw(&bytes, &[]) {
             Ok(()) => s.expect_err_or_close(name, next_reply(&c)),
             // The kernel refuses a datagram larger than the socket buffer: fine.
             Err(e) => eprintln!("ok   {name}: the kernel refused it ({e})"),
         }
     };
-    raw_case(&mut s, "garbage frame", b"this is not a frame at all, just bytes".to_vec());
-    raw_case(&mut s, "empty-bodied frame", b"IWVP\x01\x00\x00\x00".to_vec());
+    raw_case(
+        &mut s,
+        "garbage frame",
+        b"this is not a frame at all, just bytes".to_vec(),
+    );
+    raw_case(
+        &mut s,
+        "empty-bodied frame",
+        b"IWVP\x01\x00\x00\x00".to_vec(),
+    );
     let mut wrong_version = frame(77, Request::AllocPd);
     wrong_version[4] = 9;
     raw_case(&mut s, "frame of protocol version 9", wrong_version);
@@ -430,7 +723,18 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     let mut trailing = frame(79, Request::AllocPd);
     trailing.extend_from_slice(&[0; 5]);
     raw_case(&mut s, "frame with trailing bytes", trailing);
-    let mut truncated = frame(80, Request::RegMr(MrReg { pd: PdHandle(1), arena: ArenaHandle(1), offset: 0, len: 1, va: 0, zero_based: true, access: AccessFlags(0) }));
+    let mut truncated = frame(
+        80,
+        Request::RegMr(MrReg {
+            pd: PdHandle(1),
+            arena: ArenaHandle(1),
+            offset: 0,
+            len: 1,
+            va: 0,
+            zero_based: true,
+            access: AccessFlags(0),
+        }),
+    );
     truncated.truncate(truncated.len() - 3);
     raw_case(&mut s, "truncated body", truncated);
     let mut unknown_variant = frame(81, Request::AllocPd);
@@ -445,7 +749,14 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     {
         let c = Channel::connect(&d.socket).expect("connect");
         c.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
-        c.send(&ClientMsg { seq: 1, request: Request::AllocPd }, &[]).unwrap();
+        c.send(
+            &ClientMsg {
+                seq: 1,
+                request: Request::AllocPd,
+            },
+            &[],
+        )
+        .unwrap();
         let got = match c.recv::<ServerMsg>() {
             Ok((ServerMsg::Reply { result, .. }, _)) => Ok(result),
             other => Err(format!("{other:?}")),
@@ -455,8 +766,17 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     {
         let c = Channel::connect(&d.socket).expect("connect");
         c.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
-        c.send(&ClientMsg { seq: 1, request: Request::Hello { version: PROTOCOL_VERSION + 1, name: "future".into() } }, &[])
-            .unwrap();
+        c.send(
+            &ClientMsg {
+                seq: 1,
+                request: Request::Hello {
+                    version: PROTOCOL_VERSION + 1,
+                    name: "future".into(),
+                },
+            },
+            &[],
+        )
+        .unwrap();
         let got = match c.recv::<ServerMsg>() {
             Ok((ServerMsg::Reply { result, .. }, _)) => Ok(result),
             other => Err(format!("{other:?}")),
@@ -465,7 +785,10 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     }
     {
         let mut c = RawClient::connect(&d.socket, "twice").expect("connect");
-        let got = c.call(Request::Hello { version: PROTOCOL_VERSION, name: "again".into() });
+        let got = c.call(Request::Hello {
+            version: PROTOCOL_VERSION,
+            name: "again".into(),
+        });
         s.expect_err("second Hello", got, &[NotReady, BadMessage]);
     }
 
@@ -487,12 +810,16 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
             .output()
             .expect("run apps-unprivileged");
         s.cases += 1;
-        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
         let _ = std::fs::remove_dir_all(&dir);
         if out.status.success() && text.contains("PermissionDenied") {
             eprintln!("ok   unprivileged user: {}", text.trim());
         } else {
-            s.fail("unprivileged user", format!("expected PermissionDenied: {}", text.trim()));
+            s.fail(
+                "unprivileged user",
+                format!("expected PermissionDenied: {}", text.trim()),
+            );
         }
     }
 
@@ -500,24 +827,42 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     std::thread::sleep(Duration::from_millis(200));
     let after = admin.client_totals(v.c.welcome.client_id).unwrap();
     if after != Some(victim_totals) {
-        s.fail("victim intact", format!("victim totals {victim_totals:?} became {after:?}"));
+        s.fail(
+            "victim intact",
+            format!("victim totals {victim_totals:?} became {after:?}"),
+        );
     }
     let info = v.c.call(Request::QueryMr(v.mr));
     match info {
         Ok(Ok(Response::MrInfo(i))) if i == v.mr_info => {}
-        other => s.fail("victim MR intact", format!("{:?} became {other:?}", v.mr_info)),
+        other => s.fail(
+            "victim MR intact",
+            format!("{:?} became {other:?}", v.mr_info),
+        ),
     }
-    match v.c.call(Request::ResizeCq { cq: v.cq, depth: 128 }) {
+    match v.c.call(Request::ResizeCq {
+        cq: v.cq,
+        depth: 128,
+    }) {
         Ok(Ok(Response::Cq(_))) => {}
         other => s.fail("victim CQ usable", format!("{other:?}")),
     }
     d.wait_objects_freed(&[v.c.welcome.client_id], Duration::from_secs(10));
     if !admin.clients().unwrap().iter().all(|c| c.id != aid) {
-        s.fail("attacker gone", "the attacker is still listed after it closed".into());
+        s.fail(
+            "attacker gone",
+            "the attacker is still listed after it closed".into(),
+        );
     }
     assert!(v.c.call(Request::Bye).is_ok(), "victim Bye");
     drop(v);
     d.wait_objects_freed(&[], Duration::from_secs(10));
     eprintln!("{} cases, {} failed", s.cases, s.failures.len());
-    assert!(s.failures.is_empty(), "{} of {} cases failed:\n{}", s.failures.len(), s.cases, s.failures.join("\n"));
+    assert!(
+        s.failures.is_empty(),
+        "{} of {} cases failed:\n{}",
+        s.failures.len(),
+        s.cases,
+        s.failures.join("\n")
+    );
 }

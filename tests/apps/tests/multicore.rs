@@ -33,7 +33,11 @@ fn qps_on_two_cores_share_one_mr_and_one_cq() {
     }
     let b_cores: BTreeSet<u32> = conns.iter().map(|(_, _, bqp, _)| bqp.core()).collect();
     let a_cores: BTreeSet<u32> = conns.iter().map(|(aqp, _, _, _)| aqp.core()).collect();
-    assert_eq!(b_cores.len(), 2, "active QPs placed on both cores: {b_cores:?}");
+    assert_eq!(
+        b_cores.len(),
+        2,
+        "active QPs placed on both cores: {b_cores:?}"
+    );
     assert_eq!(a_cores.len(), 2, "passive QPs on both cores: {a_cores:?}");
 
     let a_base = a.arena.addr(0);
@@ -44,14 +48,25 @@ fn qps_on_two_cores_share_one_mr_and_one_cq() {
         // WRITE B -> A through A's one MR.
         b.fill(off, CHUNK, seed);
         let sge = b.mr.sge(off as u64, CHUNK as u32).unwrap();
-        let op = SendOp::Write { remote_to: a_base + off as u64, rkey };
+        let op = SendOp::Write {
+            remote_to: a_base + off as u64,
+            rkey,
+        };
         let c = b.post_and_complete(bqp, wr(100 + i as u64, op, &[sge]));
         check_cqe(&c, 100 + i as u64, WcOpcode::Write, WcStatus::Success);
-        assert!(a.wait_holds(off, CHUNK, seed), "Write of QP {i} (core {})", bqp.core());
+        assert!(
+            a.wait_holds(off, CHUNK, seed),
+            "Write of QP {i} (core {})",
+            bqp.core()
+        );
         // READ it back into another part of B's arena.
         let back = (QPS + i) * CHUNK;
         let sge = b.mr.sge(back as u64, CHUNK as u32).unwrap();
-        let op = SendOp::Read { remote_to: a_base + off as u64, rkey, invalidate_local: false };
+        let op = SendOp::Read {
+            remote_to: a_base + off as u64,
+            rkey,
+            invalidate_local: false,
+        };
         let c = b.post_and_complete(bqp, wr(200 + i as u64, op, &[sge]));
         check_cqe(&c, 200 + i as u64, WcOpcode::Read, WcStatus::Success);
         assert!(b.holds(back, CHUNK, seed), "Read of QP {i}");
@@ -71,6 +86,8 @@ fn qps_on_two_cores_share_one_mr_and_one_cq() {
     drop(listener);
     drop(a);
     drop(b);
-    pair.a.wait_objects_freed(&[], std::time::Duration::from_secs(10));
-    pair.b.wait_objects_freed(&[], std::time::Duration::from_secs(10));
+    pair.a
+        .wait_objects_freed(&[], std::time::Duration::from_secs(10));
+    pair.b
+        .wait_objects_freed(&[], std::time::Duration::from_secs(10));
 }

@@ -45,7 +45,10 @@ impl core::fmt::Display for FrameError {
             FrameError::TooLong(n) => write!(f, "message of {n} bytes exceeds {MAX_MESSAGE_BYTES}"),
             FrameError::BadMagic(m) => write!(f, "bad magic number {m:#010x}"),
             FrameError::Version(v) => {
-                write!(f, "protocol version {v}, this side speaks {PROTOCOL_VERSION}")
+                write!(
+                    f,
+                    "protocol version {v}, this side speaks {PROTOCOL_VERSION}"
+                )
             }
             FrameError::Reserved(r) => write!(f, "reserved header bits set ({r:#06x})"),
             FrameError::Body(e) => write!(f, "malformed body: {e}"),
@@ -76,7 +79,8 @@ pub fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, FrameError> {
     if bytes.len() > MAX_MESSAGE_BYTES {
         return Err(FrameError::TooLong(bytes.len()));
     }
-    let u16_at = |r: core::ops::Range<usize>| u16::from_le_bytes([bytes[r.start], bytes[r.start + 1]]);
+    let u16_at =
+        |r: core::ops::Range<usize>| u16::from_le_bytes([bytes[r.start], bytes[r.start + 1]]);
     let magic = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
     debug_assert_eq!(MAGIC.len(), 4);
     if magic != FRAME_MAGIC {
@@ -125,23 +129,35 @@ mod tests {
             request: Request::AllocPd,
         })
         .unwrap();
-        assert_eq!(decode::<ClientMsg>(&good[..3]), Err(FrameError::TooShort(3)));
+        assert_eq!(
+            decode::<ClientMsg>(&good[..3]),
+            Err(FrameError::TooShort(3))
+        );
         let mut b = good.clone();
         b[0] ^= 1;
-        assert!(matches!(decode::<ClientMsg>(&b), Err(FrameError::BadMagic(_))));
+        assert!(matches!(
+            decode::<ClientMsg>(&b),
+            Err(FrameError::BadMagic(_))
+        ));
         let mut b = good.clone();
         b[4] = 99;
         assert_eq!(decode::<ClientMsg>(&b), Err(FrameError::Version(99)));
         let mut b = good.clone();
         b[7] = 1;
-        assert!(matches!(decode::<ClientMsg>(&b), Err(FrameError::Reserved(_))));
+        assert!(matches!(
+            decode::<ClientMsg>(&b),
+            Err(FrameError::Reserved(_))
+        ));
         let mut b = good.clone();
         b.push(0);
         assert!(matches!(decode::<ClientMsg>(&b), Err(FrameError::Body(_))));
         // A body of the wrong type.
         assert!(decode::<ServerMsg>(&[&good[..8], &[200, 200, 200][..]].concat()).is_err());
         let huge = vec![0u8; MAX_MESSAGE_BYTES + 1];
-        assert!(matches!(decode::<ClientMsg>(&huge), Err(FrameError::TooLong(_))));
+        assert!(matches!(
+            decode::<ClientMsg>(&huge),
+            Err(FrameError::TooLong(_))
+        ));
     }
 
     #[test]

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use rustix::net::{
     self, sockopt, AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags,
-    ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix,
-    SocketFlags, SocketType,
+    ReturnFlags, SendAncillaryBuffer, SendAncillaryMessage, SendFlags, SocketAddrUnix, SocketFlags,
+    SocketType,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -117,12 +117,20 @@ impl Channel {
 
     /// Blocks at most `timeout` in `recv` (`None`: forever).
     pub fn set_recv_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        Ok(sockopt::set_socket_timeout(&self.fd, sockopt::Timeout::Recv, timeout)?)
+        Ok(sockopt::set_socket_timeout(
+            &self.fd,
+            sockopt::Timeout::Recv,
+            timeout,
+        )?)
     }
 
     /// Blocks at most `timeout` in `send` (`None`: forever).
     pub fn set_send_timeout(&self, timeout: Option<Duration>) -> io::Result<()> {
-        Ok(sockopt::set_socket_timeout(&self.fd, sockopt::Timeout::Send, timeout)?)
+        Ok(sockopt::set_socket_timeout(
+            &self.fd,
+            sockopt::Timeout::Send,
+            timeout,
+        )?)
     }
 
     /// Non-blocking mode on or off.
@@ -139,12 +147,18 @@ impl Channel {
     /// Sends bytes as one datagram (the malicious-client tests send non-messages).
     pub fn send_raw(&self, bytes: &[u8], fds: &[BorrowedFd<'_>]) -> io::Result<()> {
         if fds.len() > MAX_FDS {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "too many descriptors"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "too many descriptors",
+            ));
         }
         let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(MAX_FDS))];
         let mut cmsg = SendAncillaryBuffer::new(&mut space);
         if !fds.is_empty() && !cmsg.push(SendAncillaryMessage::ScmRights(fds)) {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "descriptors do not fit"));
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "descriptors do not fit",
+            ));
         }
         let iov = [IoSlice::new(bytes)];
         loop {
@@ -176,7 +190,9 @@ impl Channel {
                 }
             }
             let n = msg.bytes;
-            let truncated = msg.flags.intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC);
+            let truncated = msg
+                .flags
+                .intersects(ReturnFlags::TRUNC | ReturnFlags::CTRUNC);
             if n == 0 && fds.is_empty() && !truncated {
                 return Err(RecvError::Closed);
             }
@@ -303,7 +319,14 @@ mod tests {
         assert!(l.accept().unwrap().is_none());
         let c = Channel::connect(&path).unwrap();
         let s = l.accept().unwrap().unwrap();
-        c.send(&ClientMsg { seq: 1, request: Request::AllocPd }, &[]).unwrap();
+        c.send(
+            &ClientMsg {
+                seq: 1,
+                request: Request::AllocPd,
+            },
+            &[],
+        )
+        .unwrap();
         let (m, _): (ClientMsg, _) = s.recv().unwrap();
         assert_eq!(m.seq, 1);
         let _ = std::fs::remove_dir_all(&dir);

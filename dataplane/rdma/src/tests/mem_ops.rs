@@ -249,7 +249,10 @@ fn fast_reg_attribute_allows_fast_register_without_stag0() {
     }])
     .unwrap();
     s.post(2, SendOp::Send, sgl, SIG);
-    assert!(s.sent_terminate().is_some(), "STag 0 without privilege ends the QP");
+    assert!(
+        s.sent_terminate().is_some(),
+        "STag 0 without privilege ends the QP"
+    );
     let c = s.cqes();
     assert_eq!(c.len(), 1);
     assert_ne!(c[0].status, WcStatus::Success);

@@ -4,7 +4,9 @@
 use iwarp_verbs_proto::{Channel, ClientMsg, Request, ServerMsg, PROTOCOL_VERSION};
 
 fn main() {
-    let path = std::env::args().nth(1).expect("usage: apps-unprivileged SOCKET");
+    let path = std::env::args()
+        .nth(1)
+        .expect("usage: apps-unprivileged SOCKET");
     let chan = match Channel::connect(std::path::Path::new(&path)) {
         Ok(c) => c,
         Err(e) => {
@@ -28,7 +30,10 @@ fn main() {
         Ok((ServerMsg::Reply { result: Err(e), .. }, _)) => {
             println!("{:?}: {}", e.code, e.message);
             // The daemon closes the connection after refusing.
-            let closed = matches!(chan.recv::<ServerMsg>(), Err(iwarp_verbs_proto::RecvError::Closed));
+            let closed = matches!(
+                chan.recv::<ServerMsg>(),
+                Err(iwarp_verbs_proto::RecvError::Closed)
+            );
             println!("closed afterwards: {closed}");
         }
         other => {
