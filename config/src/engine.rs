@@ -40,6 +40,7 @@ fn file_key(port: usize, engine_field: &str) -> String {
         "mpa_pool_rings" => "mpa.pool_rings",
         "mpa_pool_staging" => "mpa.pool_staging",
         "llp_close_timeout_ms" => "tcp.close_timeout_ms",
+        "initiator_nudge_ms" => "mpa.initiator_nudge_ms",
         f if f.starts_with("arp_") => return format!("ip.{f}"),
         f => return format!("limits.{f}"),
     };
@@ -106,6 +107,7 @@ impl Config {
             ctrl_tx_frames: l.ctrl_tx_frames as usize,
             event_queue_len: l.event_queue_len as usize,
             llp_close_timeout_ms: self.tcp.close_timeout_ms,
+            initiator_nudge_ms: self.mpa.initiator_nudge_ms,
             isn_secret: seeds.isn_secret,
             stag_seed,
             checksum_offload,

@@ -78,6 +78,10 @@ pub struct MpaSection {
     pub rx_ulpdu_max_bytes: u32,
     /// A responder sends no FPDU before it received one (RFC 5044 section 7.1.2).
     pub responder_waits_for_first_fpdu: bool,
+    /// Initiator: first check for a silent responder, milliseconds after RDMA mode began
+    /// (then 4, 16, 64 times as long); a QP that sent and received nothing sends a
+    /// zero-length RDMA Write. 0 = off.
+    pub initiator_nudge_ms: u64,
     /// FPDU rings the engine's MPA pool lends at once (connections with FPDUs in flight);
     /// a connection finding none waits until one comes back.
     pub pool_rings: u32,
@@ -102,6 +106,7 @@ impl Default for MpaSection {
             tx_ulpdu_max_bytes: 16 * 1024,
             rx_ulpdu_max_bytes: iwarp_proto::config::DEFAULT_MPA_RX_ULPDU_BYTES as u32,
             responder_waits_for_first_fpdu: true,
+            initiator_nudge_ms: iwarp_proto::config::DEFAULT_INITIATOR_NUDGE_MS,
             pool_rings: iwarp_proto::config::DEFAULT_MPA_POOL_RINGS as u32,
             pool_staging: iwarp_proto::config::DEFAULT_MPA_POOL_STAGING as u32,
         }
@@ -189,6 +194,11 @@ impl MpaSection {
             "must be in 1..=600000",
         )?;
         ensure(
+            self.initiator_nudge_ms <= iwarp_proto::config::INITIATOR_NUDGE_MS_MAX,
+            "mpa.initiator_nudge_ms",
+            "must be in 0..=60000 (0 = off)",
+        )?;
+        ensure(
             (1..=1 << 16).contains(&self.tx_queue_len),
             "mpa.tx_queue_len",
             "must be in 1..=65536",
@@ -252,6 +262,10 @@ mod tests {
             "mpa.handshake_timeout_ms"
         );
         assert_eq!(err(|m| m.tx_queue_len = 0), "mpa.tx_queue_len");
+        assert_eq!(
+            err(|m| m.initiator_nudge_ms = 60_001),
+            "mpa.initiator_nudge_ms"
+        );
         assert_eq!(
             err(|m| m.tx_ulpdu_max_bytes = 70_000),
             "mpa.tx_ulpdu_max_bytes"

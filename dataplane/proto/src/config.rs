@@ -8,6 +8,14 @@ use iwarp_mpa::MpaConfig;
 use iwarp_rdma::{RnicConfig, RnicLimits};
 use iwarp_tcp::{TcpConfig, TCP_HEADER_LEN};
 
+/// Default first nudge check of an MPA initiator ([`EngineConfig::initiator_nudge_ms`]).
+pub const DEFAULT_INITIATOR_NUDGE_MS: u64 = 10;
+/// Nudge checks (and so nudges) per connection at most: at 1, 5, 21 and 85 times
+/// `initiator_nudge_ms` after RDMA mode began.
+pub const NUDGES_MAX: u8 = 4;
+/// Largest `initiator_nudge_ms` accepted (one minute).
+pub const INITIATOR_NUDGE_MS_MAX: u64 = 60_000;
+
 /// Ethernet header length (no VLAN tag).
 pub const ETH_HEADER_LEN: usize = 14;
 /// IPv4 header length (we never send options and drop packets carrying them).
@@ -126,6 +134,14 @@ pub struct EngineConfig {
     /// out: bounds FIN_WAIT_2 when the peer never sends its FIN (verbs 6.2.3, 6.2.5: the
     /// LLP must bound Closing and Terminate). Linux's `tcp_fin_timeout` is 60 s.
     pub llp_close_timeout_ms: u64,
+    /// MPA initiator, RDMA mode, the responder has sent no FPDU yet: checks at this many
+    /// milliseconds after RDMA mode began, then 4, 16 and 64 times as long; at a check
+    /// where the QP has sent something and received nothing, the QP sends one
+    /// zero-length RDMA Write (a nudge: it places nothing and no ULP sees it). A Linux siw
+    /// responder that received the first FPDU before attaching its socket to the QP
+    /// never reads it until new bytes arrive (docs/INTEROP.md, difference 2); the nudge
+    /// is those bytes. At most [`NUDGES_MAX`] per connection; 0 turns nudging off.
+    pub initiator_nudge_ms: u64,
     /// Secret of the RFC 6528 ISN generator.
     pub isn_secret: [u8; 16],
     /// Seed of the STag index randomisation.
@@ -175,6 +191,7 @@ impl Default for EngineConfig {
             ctrl_tx_frames: 32,
             event_queue_len: 256,
             llp_close_timeout_ms: 60_000,
+            initiator_nudge_ms: DEFAULT_INITIATOR_NUDGE_MS,
             isn_secret: *b"iwarp-isn-secret",
             stag_seed: 0x5eed_5eed_5eed_5eed,
             checksum_offload: false,
@@ -232,6 +249,11 @@ impl EngineConfig {
             "must be in 576..=9000",
         )?;
         check(self.ip_ttl > 0, "ip_ttl", "must be positive")?;
+        check(
+            self.initiator_nudge_ms <= INITIATOR_NUDGE_MS_MAX,
+            "initiator_nudge_ms",
+            "must be at most 60000 (0 = off)",
+        )?;
         check(
             self.max_conns > 0 && self.max_conns <= 1 << 20,
             "max_conns",

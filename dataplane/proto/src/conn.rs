@@ -104,6 +104,10 @@ pub struct Conn {
     /// When an engine-initiated close that has not completed is given up (RST, and the
     /// QP learns the LLP timed out): bounds FIN_WAIT_2 and Closing (verbs 6.2.3, 6.2.5).
     pub close_deadline: Option<Instant>,
+    /// Active, RDMA mode: the next nudge check (`EngineConfig::initiator_nudge_ms`).
+    pub nudge_at: Option<Instant>,
+    /// Nudge checks done.
+    pub nudge_checks: u8,
 }
 
 impl core::fmt::Debug for Conn {
@@ -172,6 +176,8 @@ impl Conn {
             tx_sent_max: 0,
             close_requested: false,
             close_deadline: None,
+            nudge_at: None,
+            nudge_checks: 0,
         }
     }
 
@@ -189,8 +195,8 @@ impl Conn {
         }
     }
 
-    /// The earliest deadline of the connection: TCP's timers, MPA's handshake deadline and
-    /// the engine's close deadline.
+    /// The earliest deadline of the connection: TCP's timers, MPA's handshake deadline,
+    /// the engine's close deadline and the next nudge check.
     pub fn deadline(&self) -> Option<Instant> {
         fn earlier(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
             match (a, b) {
@@ -200,7 +206,7 @@ impl Conn {
             }
         }
         let t = earlier(self.tcp.poll_timeout(), self.mpa.poll_timeout());
-        earlier(t, self.close_deadline)
+        earlier(earlier(t, self.close_deadline), self.nudge_at)
     }
 
     /// Starts a graceful TCP close (FIN after everything queued) that must complete by

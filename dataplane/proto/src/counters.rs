@@ -129,6 +129,9 @@ pub struct Counters {
     /// Engine-initiated closes that did not complete within `llp_close_timeout_ms` (the
     /// connection was reset).
     pub llp_close_timeouts: u64,
+    /// Zero-length RDMA Writes sent to nudge an MPA responder that had sent nothing
+    /// (`EngineConfig::initiator_nudge_ms`).
+    pub rdma_nudges_sent: u64,
     /// Connections visited by `handle_frame`, `handle_timeout` and `poll_transmit`
     /// (a debug counter: it grows with work, not with idle connections).
     pub conn_visits: u64,

@@ -468,6 +468,9 @@ impl Engine {
             if due(conn.close_deadline) {
                 core.close_timed_out(now, id, conn);
             }
+            if due(conn.nudge_at) {
+                core.nudge_check(now, conn);
+            }
             core.service(now, id, conn);
             core.touch(id, conn);
         }

@@ -59,6 +59,7 @@ pub mod engine;
 pub mod event;
 pub mod glue;
 pub mod iface;
+mod nudge;
 pub mod sched;
 mod service;
 mod transmit;

@@ -6,7 +6,7 @@ use core::net::SocketAddrV4;
 use iwarp_mpa::{FailReason, MpaEvent, Negotiated};
 use iwarp_rdma::{LlpEvent, LlpParams, LlpRequest, LlpRole, RtrKind};
 use iwarp_tcp::{TcpEvent, TcpState};
-use iwarp_types::{ConnId, Instant, Memory, QpId, TermCode};
+use iwarp_types::{ConnId, Duration, Instant, Memory, QpId, TermCode};
 use iwarp_wire::mpa::RtrType;
 
 use crate::conn::{Conn, ConnState, Role};
@@ -269,6 +269,9 @@ impl Core {
                 conn.qp_ready = true;
                 conn.established = true;
                 conn.state = ConnState::Rdma;
+                if conn.role == Role::Active && self.cfg.initiator_nudge_ms > 0 {
+                    conn.nudge_at = Some(now + Duration::from_millis(self.cfg.initiator_nudge_ms));
+                }
                 self.counters.conns_established += 1;
                 let private_data = neg.private_data;
                 self.push_event(Event::Established {

@@ -286,6 +286,20 @@ impl Rnic {
         Ok(())
     }
 
+    /// Queues a nudge: one zero-length RDMA Write, sent after the message in progress
+    /// (none if one is already queued). For an MPA initiator whose peer has sent nothing
+    /// since RDMA mode began: new bytes wake a responder that missed the first FPDU
+    /// because it arrived before the responder's socket was attached to its QP (Linux
+    /// siw, docs/INTEROP.md difference 2). RTS only.
+    pub fn qp_queue_nudge(&mut self, qp: QpId) -> Result<(), VerbError> {
+        let q = self.qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        if q.state != QpState::Rts {
+            return Err(VerbError::InvalidQpState);
+        }
+        q.nudge_tx = true;
+        Ok(())
+    }
+
     /// True once after the expected inbound RTR arrived (the engine may then release
     /// the MPA responder).
     pub fn qp_take_rtr_received(&mut self, qp: QpId) -> bool {

@@ -165,6 +165,8 @@ counter_set! {
         events_dropped,
         /// Engine-started closes that timed out (reset).
         llp_close_timeouts,
+        /// Zero-length RDMA Writes that nudged a silent MPA responder.
+        rdma_nudges_sent,
         /// QPs associated with a connection in Idle (gauge).
         qps_idle,
         /// QPs in RTS (gauge).
@@ -243,6 +245,7 @@ impl PortCounters {
         c.conns_live = conns_live as u64;
         c.events_dropped = e.events_dropped;
         c.llp_close_timeouts = e.llp_close_timeouts;
+        c.rdma_nudges_sent = e.rdma_nudges_sent;
         let q = &e.qps_by_state;
         (
             c.qps_idle,

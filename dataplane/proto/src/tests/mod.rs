@@ -6,6 +6,7 @@ mod close;
 mod harness;
 mod memory;
 mod neighbour;
+mod nudge;
 mod reject_fin;
 mod responder;
 mod scale;

@@ -197,4 +197,7 @@ pub struct QpCounters {
     pub segs_ignored: u64,
     /// Descriptors given to `fill_ulpdu` that no longer matched a queued WR (zero-filled).
     pub stale_fills: u64,
+    /// Zero-length RDMA Writes sent as nudges ([`crate::Rnic::qp_queue_nudge`]); not in
+    /// `msgs_out` or `segs_out` (no ULP message).
+    pub nudges_sent: u64,
 }

@@ -151,6 +151,8 @@ pub(crate) struct Qp {
     pub rtr_received: bool,
     /// Responder: nothing may be sent before the first inbound FPDU.
     pub hold_tx: bool,
+    /// A zero-length RDMA Write (a nudge) to send between two messages.
+    pub nudge_tx: bool,
     /// Graceful local close requested: go Closing once the SQ and IRQ drained.
     pub close_when_drained: bool,
     /// QP RQ Limit (QPs with an SRQ; verbs 6.3.8).
@@ -200,6 +202,7 @@ impl Qp {
             rtr_expected: None,
             rtr_received: false,
             hold_tx: false,
+            nudge_tx: false,
             close_when_drained: false,
             rq_limit: 0,
             rq_limit_armed: false,
@@ -228,6 +231,7 @@ impl Qp {
         self.rtr_expected = None;
         self.rtr_received = false;
         self.hold_tx = false;
+        self.nudge_tx = false;
         self.close_when_drained = false;
     }
 

@@ -3,6 +3,7 @@ mod crafted;
 mod data;
 mod gaps;
 mod mem_ops;
+mod nudge;
 mod order;
 mod pair;
 mod replica;
