@@ -59,7 +59,8 @@ pub struct ServerReport {
     pub end: &'static str,
 }
 
-/// How long the server waits for the channel to close after the data connection closed.
+/// How long the server waits for the channel to close after the data connection closed
+/// (and for the data connection's close after the channel's).
 pub const CHANNEL_LINGER: Duration = Duration::from_secs(5);
 
 /// The server's half of `ib_write_lat` (perftest's `run_iter_lat_write`): the server writes
@@ -103,6 +104,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         iters: o.iters,
     };
     let mut data_closed_at: Option<Instant> = None;
+    let mut chan_closed_at: Option<Instant> = None;
     let deadline = Instant::now() + o.timeout;
     loop {
         if Instant::now() > deadline {
@@ -220,9 +222,15 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
                 return Ok(r);
             }
         } else if s.chan_down || s.chan_flushed {
-            return Err(format!(
-                "the channel closed before the data connection ({r:?})"
-            ));
+            // The tool closes the data connection first, but the two closes reach this
+            // side through different queues (CM events, completions): give the data
+            // connection's own a moment.
+            let t = *chan_closed_at.get_or_insert_with(Instant::now);
+            if t.elapsed() > CHANNEL_LINGER {
+                return Err(format!(
+                    "the channel closed, the data connection did not ({r:?})"
+                ));
+            }
         }
         std::thread::sleep(Duration::from_micros(20));
     }
