@@ -1,13 +1,39 @@
 #!/usr/bin/env bash
 # Runs every test of the project: unit tests, simulator scenarios, the randomized
 # simulation suite, fuzz corpus replay, the capture test vectors, the DPDK port tests, the
-# daemon's operator-facing tests, the memif demo and the Linux-peer test over a veth (all
-# inside cargo test, dataplane/iwarpd/tests), and the pcap check. Needs root (DPDK, network namespaces).
-set -euo pipefail
+# daemon's operator-facing tests, the memif demo and the Linux-peer test over a veth, the
+# shared-memory verbs tests (all inside cargo test), the pcap check, and the interop matrix
+# against Linux siw in a QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
+# Needs root (DPDK, network namespaces, QEMU). Every stage runs; the exit status is 1 if
+# any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix (about 6 minutes).
+set -uo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh || exit 1
 start=$(date +%s)
-cargo build --workspace --all-targets
-cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log
-bash scripts/sim-pcap.sh target/sim-session.pcap
+failed=()
+stage() { # name command...
+    local name=$1; shift
+    local t0; t0=$(date +%s)
+    echo "test-all: == $name"
+    if "$@"; then
+        echo "test-all: $name passed in $(( $(date +%s) - t0 )) s"
+    else
+        echo "test-all: $name FAILED (exit $?) after $(( $(date +%s) - t0 )) s"
+        failed+=("$name")
+    fi
+}
+cargo build --workspace --all-targets || exit 1
+mkdir -p target
+stage "cargo test" bash -o pipefail -c 'cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log'
+stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
+if [ "${IWARP_SKIP_INTEROP:-0}" = 1 ]; then
+    echo "test-all: interop-siw skipped (IWARP_SKIP_INTEROP=1)"
+else
+    stage "interop-siw" bash scripts/interop-siw.sh
+fi
 echo "test-all: finished in $(( $(date +%s) - start )) s"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "test-all: FAILED: ${failed[*]}"
+    exit 1
+fi
+echo "test-all: all stages passed"
