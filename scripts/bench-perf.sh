@@ -6,6 +6,7 @@
 #   scripts/bench-perf.sh              # builds release (fat LTO: several minutes), prints ratios
 #   scripts/bench-perf.sh --record     # also appends a dated block to docs/BENCHMARKS.md
 #   PERF_RUNS=5 PERF_SECONDS=10 PERF_LAT_ITERS=100000 scripts/bench-perf.sh
+#   PERF_QPS=4 PERF_DEPTH=32 PERF_SET='mpa.crc="off"' scripts/bench-perf.sh
 #
 # Arrangement (at most two busy pollers, one per CPU; see docs/BENCHMARKS.md):
 # - ONE iwarpd (config/examples/perf-loopback.toml) with two memif ports wired to each
@@ -30,6 +31,9 @@ depth=${PERF_DEPTH:-16}; qps=${PERF_QPS:-1}
 ncpu=$(nproc)
 DP_CPU=${DP_CPU:-$(( ncpu > 1 ? 1 : 0 ))}; APP_CPU=${APP_CPU:-0}
 config=config/examples/perf-loopback.toml
+# PERF_SET="key=value key=value": more iwarpd settings (e.g. mpa.crc=\"off\").
+extra_sets=()
+for kv in ${PERF_SET:-}; do extra_sets+=(--set "$kv"); done
 if [ -z "${IWARPD:-}" ] || [ -z "${IWARP_PERF:-}" ]; then
   cargo build --release -q -p iwarpd -p iwarp-perf
   IWARPD=target/release/iwarpd; IWARP_PERF=target/release/iwarp-perf
@@ -77,6 +81,7 @@ iwarp_run() { # run index
   "$IWARPD" --config "$config" --name "$name" --core "$DP_CPU" \
     --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
     --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
+    "${extra_sets[@]}" \
     > "$tmp/iwarpd.$r.out" 2> "$tmp/iwarpd.$r.err" & pids+=($!)
   local ok=0
   for _ in $(seq 100); do
@@ -115,7 +120,7 @@ lat_ratio=$(awk -v i="$lat_med" -v k="$sp_med" 'BEGIN {printf "%.2f", (k > 0) ? 
 bw_ratio=$(awk -v i="$bw_gbps" -v k="$ip_gbps" 'BEGIN {printf "%.2f", (k > 0) ? i / k : 0}')
 met_lat=$(awk -v r="$lat_ratio" 'BEGIN {print (r > 0 && r <= 1) ? "met" : "missed"}')
 met_bw=$(awk -v r="$bw_ratio" 'BEGIN {print (r >= 2) ? "met" : "missed"}')
-cmd="PERF_RUNS=$runs PERF_SECONDS=$secs PERF_LAT_ITERS=$lat_iters PERF_DEPTH=$depth PERF_QPS=$qps scripts/bench-perf.sh --record"
+cmd="PERF_RUNS=$runs PERF_SECONDS=$secs PERF_LAT_ITERS=$lat_iters PERF_DEPTH=$depth PERF_QPS=$qps${PERF_SET:+ PERF_SET='$PERF_SET'} scripts/bench-perf.sh --record"
 block=$(cat <<EOB
 
 Run of $(date -u +%Y-%m-%d) ($ncpu CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)): \`$cmd\`
