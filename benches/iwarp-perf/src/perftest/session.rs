@@ -6,8 +6,9 @@ use std::net::SocketAddrV4;
 use std::time::{Duration, Instant};
 
 use iwarp_verbs::{
-    Access, Arena, CmEvent, CmEventChannel, CmId, ConnParam, Context, Cq, Cqe, Mr, Pd, Qp, QpCap,
-    QpInitAttr, RecvWr, SendFlags, SendOp, SendWr, SgList, WcOpcode, WcStatus, EMPTY_CQE,
+    Access, Arena, CmEvent, CmEventChannel, CmId, ConnParam, ConnectError, Context, Cq, Cqe, Mr,
+    Pd, Qp, QpCap, QpInitAttr, RecvWr, SendFlags, SendOp, SendWr, SgList, WcOpcode, WcStatus,
+    EMPTY_CQE,
 };
 
 use super::wire::{Dest, DEST_LEN};
@@ -41,10 +42,6 @@ impl Test {
             "read_lat" => Test::ReadLat,
             _ => return None,
         })
-    }
-    /// A SEND test (receives and, on iWARP, credits for the bandwidth test).
-    pub fn is_send(self) -> bool {
-        matches!(self, Test::SendBw | Test::SendLat)
     }
     /// A latency test.
     pub fn is_lat(self) -> bool {
@@ -117,6 +114,9 @@ pub struct Session {
     pub chan_flushed: bool,
 }
 
+/// The error of a connection the peer refused (RST to the SYN: nobody listens yet).
+pub const REFUSED: &str = "connect error Refused";
+
 /// `"what: error"`.
 pub fn err(what: &str, e: impl std::fmt::Display) -> String {
     format!("{what}: {e}")
@@ -152,6 +152,12 @@ impl Session {
             data_flushed: 0,
             chan_flushed: false,
         })
+    }
+
+    /// The credit word the peer writes (SEND bandwidth test, host order as perftest).
+    pub fn credit_word(&self) -> u32 {
+        let b = &self.arena.as_slice()[CREDIT..CREDIT + 4];
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
     }
 
     /// Offset of the data receive area (what the peer writes or reads).
@@ -270,6 +276,7 @@ impl Session {
                 }
             }
             CmEvent::Rejected { .. } => return Err("connection rejected".into()),
+            CmEvent::ConnectError(ConnectError::Refused) => return Err(REFUSED.into()),
             CmEvent::ConnectError(e) => return Err(format!("connect error {e:?}")),
             CmEvent::DeviceRemoval => return Err("the daemon went away".into()),
         }

@@ -159,6 +159,19 @@ pub fn server_answer(msg: &[u8]) -> Option<Vec<u8>> {
     }
 }
 
+/// The five bandwidth report fields of `xchg_bw_reports`, as perftest sends them: size and
+/// iterations as big-endian 64-bit integers, peak and average bandwidth (MB/s) and message
+/// rate (Mpps) as big-endian IEEE doubles.
+pub fn report_fields(size: u64, iters: u64, peak: f64, avg: f64, rate: f64) -> [[u8; 8]; 5] {
+    [
+        size.to_be_bytes(),
+        iters.to_be_bytes(),
+        peak.to_bits().to_be_bytes(),
+        avg.to_bits().to_be_bytes(),
+        rate.to_bits().to_be_bytes(),
+    ]
+}
+
 /// perftest's receive depth of a SEND test: `-r` (default 512), at most the iterations.
 pub fn send_rx_depth(rx_depth: u32, iters: u64) -> u32 {
     if u64::from(rx_depth) > iters {
@@ -236,6 +249,16 @@ mod tests {
         );
         assert_eq!(server_answer(&[0u8; 56]), None);
         assert_eq!(server_answer(&[0u8; 5]), None);
+    }
+
+    #[test]
+    fn report_fields_are_big_endian() {
+        let f = report_fields(65536, 100, 2.0, 1.5, 0.25);
+        assert_eq!(f[0], [0, 0, 0, 0, 0, 1, 0, 0]);
+        assert_eq!(f[1], [0, 0, 0, 0, 0, 0, 0, 100]);
+        assert_eq!(f[2], [0x40, 0, 0, 0, 0, 0, 0, 0], "2.0");
+        assert_eq!(f[3], [0x3f, 0xf8, 0, 0, 0, 0, 0, 0], "1.5");
+        assert_eq!(f[4], [0x3f, 0xd0, 0, 0, 0, 0, 0, 0], "0.25");
     }
 
     #[test]
