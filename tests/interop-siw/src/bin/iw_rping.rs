@@ -6,7 +6,10 @@
 //!
 //! Extra options for interop tests: `--pd HEX` (private data of the connect or accept),
 //! `--reject HEX` (server: reject the request with this private data), `--abort` (client:
-//! abort instead of disconnecting after the pings), `--timeout-ms N` (each wait).
+//! abort instead of disconnecting after the pings), `--timeout-ms N` (each wait),
+//! `--linger-ms N` (client: wait before disconnecting after the pings; closing the very
+//! moment the connection is up can crash the peer's Linux iw_cm, docs/INTEROP.md
+//! difference 11).
 //! Exit status 0 when every ping completed (and validated with -V), 1 otherwise, 2 usage.
 #![forbid(unsafe_code)]
 
@@ -36,12 +39,13 @@ struct Opts {
     reject: Option<Vec<u8>>,
     abort: bool,
     timeout: Duration,
+    linger: Duration,
 }
 
 fn usage() -> ExitCode {
     eprintln!(
         "usage: iw-rping -s|-c [-a ADDR] [-p PORT] [-C COUNT] [-S SIZE] [-v] [-V] [-d DAEMON] \
-         [--pd HEX] [--reject HEX] [--abort] [--timeout-ms N]"
+         [--pd HEX] [--reject HEX] [--abort] [--timeout-ms N] [--linger-ms N]"
     );
     ExitCode::from(2)
 }
@@ -70,6 +74,7 @@ fn parse(args: &[String]) -> Option<Opts> {
         reject: None,
         abort: false,
         timeout: Duration::from_secs(20),
+        linger: Duration::ZERO,
     };
     let mut mode = None;
     let mut it = args.iter();
@@ -88,6 +93,7 @@ fn parse(args: &[String]) -> Option<Opts> {
             "--pd" => o.pd = hex(it.next()?)?,
             "--reject" => o.reject = Some(hex(it.next()?)?),
             "--timeout-ms" => o.timeout = Duration::from_millis(it.next()?.parse().ok()?),
+            "--linger-ms" => o.linger = Duration::from_millis(it.next()?.parse().ok()?),
             _ => return None,
         }
     }
@@ -318,6 +324,7 @@ fn run_client(o: &Opts) -> Result<(), String> {
         }
         ping += 1;
     }
+    std::thread::sleep(o.linger);
     if o.abort {
         e.id.abort().map_err(|x| err("abort", x))?;
         println!("aborted after {ping} pings");
