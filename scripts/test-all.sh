@@ -2,7 +2,8 @@
 # Runs every test of the project: unit tests, simulator scenarios, the randomized
 # simulation suite, fuzz corpus replay, the capture test vectors, the DPDK port tests, the
 # daemon's operator-facing tests, the memif demo and the Linux-peer test over a veth, the
-# shared-memory verbs tests (all inside cargo test), the pcap check, and the interop matrix
+# shared-memory verbs tests (all inside cargo test), the pcap check, the loom models of the
+# shared-memory rings, and the interop matrix
 # against Linux siw in a QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
 # Needs root (DPDK, network namespaces, QEMU). Every stage runs; the exit status is 1 if
 # any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix (about 6 minutes).
@@ -26,6 +27,10 @@ cargo build --workspace --all-targets || exit 1
 mkdir -p target
 stage "cargo test" bash -o pipefail -c 'cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log'
 stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
+# The shared-memory rings, doorbells and CQ arming under loom's model checker (its own
+# target directory: --cfg loom rebuilds the dependencies).
+stage "loom" env CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \
+    cargo test -p iwarp-shm-ring --release --test loom --test loom_area
 if [ "${IWARP_SKIP_INTEROP:-0}" = 1 ]; then
     echo "test-all: interop-siw skipped (IWARP_SKIP_INTEROP=1)"
 else
