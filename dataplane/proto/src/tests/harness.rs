@@ -160,6 +160,24 @@ impl Pair {
         }
     }
 
+    /// Moves time to the earlier engine timer if it is due by `limit` and runs both
+    /// engines' timers; false (time unchanged) if no timer is due by then.
+    pub fn next_timer(&mut self, limit: Instant) -> bool {
+        let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min();
+        match next {
+            Some(t) if t <= limit => {
+                self.now = t.max(self.now);
+                self.a.eng.handle_timeout(self.now, &mut self.a.mem);
+                self.b.eng.handle_timeout(self.now, &mut self.b.mem);
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Runs (advancing time when quiet) until `done` holds. Panics if it never does.
     pub fn run_until(&mut self, mut done: impl FnMut(&mut Pair) -> bool) {
         for _ in 0..1_000 {
@@ -167,14 +185,9 @@ impl Pair {
             if done(self) {
                 return;
             }
-            let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            let Some(t) = next else { break };
-            self.now = t.max(self.now);
-            self.a.eng.handle_timeout(self.now, &mut self.a.mem);
-            self.b.eng.handle_timeout(self.now, &mut self.b.mem);
+            if !self.next_timer(Instant(u64::MAX)) {
+                break;
+            }
         }
         self.run(false);
         assert!(done(self), "condition never reached");

@@ -67,20 +67,9 @@ fn run_to(p: &mut Pair, until: Instant, clock: &Clock, start: Instant) {
     for _ in 0..100_000 {
         clock.set((p.now.0 - start.0) / 1_000_000);
         p.run(false);
-        let next = [p.a.eng.poll_timeout(), p.b.eng.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        match next {
-            Some(t) if t <= until => {
-                p.now = t.max(p.now);
-                p.a.eng.handle_timeout(p.now, &mut p.a.mem);
-                p.b.eng.handle_timeout(p.now, &mut p.b.mem);
-            }
-            _ => {
-                p.now = until.max(p.now);
-                return;
-            }
+        if !p.next_timer(until) {
+            p.now = until.max(p.now);
+            return;
         }
     }
     panic!("timers never reached {until:?}");
