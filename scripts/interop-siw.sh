@@ -681,6 +681,10 @@ perftest_wire() {
     ! echo "$w" | grep -qE "$bad" || { REASON="wire: a Terminate or RST: $(echo "$w" | grep -E "$bad" | head -1 | sed 's/^ *//')"; return 1; }
 }
 
+# perftest_race TOOL_OUTPUT: the tool hit perftest's start-up race on iWARP (a SEND before
+# the peer's receive; siw-vm README): worth another try on a fresh port.
+perftest_race() { echo "$1" | grep -qE 'Bad wc status|Unable to read from socket/rdma_cm'; }
+
 # iwarpd passive: iwarp-perftest TOOL as the server, `ib_TOOL -R` on siw as the client.
 # cell_perftest_pas TOOL SIZE ITERS PORT [SIW_P2P [IWARPD_SET...]]
 cell_perftest_pas() {
@@ -690,7 +694,7 @@ cell_perftest_pas() {
     [ -x "$IW_PERFTEST" ] || { not_implemented "$IW_PERFTEST not built"; return 1; }
     for try in 1 2 3; do
         "$IW_PERFTEST" "$tool" -a "$DAEMON_IP" -p "$port" -s "$size" -n "$iters" -d siw-srv \
-            --timeout-ms 45000 --quiet-ms 3000 >"$TMP/iwp.log" 2>&1 &
+            --timeout-ms 45000 >"$TMP/iwp.log" 2>&1 &
         local spid=$!
         for _ in $(seq 50); do grep -q listening "$TMP/iwp.log" && break; sleep 0.1; done
         out=$(GT=50 guest "$(siwknobs 2 0 "$p2p") ib_$tool -R -F -p $port -s $size -n $iters $DAEMON_IP" 2>&1)
@@ -698,9 +702,7 @@ cell_perftest_pas() {
         for _ in $(seq 100); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
         kill $spid 2>/dev/null; wait $spid; local src=$?
         cat "$TMP/iwp.log"
-        # perftest's start-up race on iWARP (siw-vm README): another try on a fresh port.
-        if [ $rc -ne 0 ] && echo "$out" | grep -qE 'Bad wc status|Unable to read from socket/rdma_cm' \
-            && [ $try -lt 3 ]; then
+        if [ $rc -ne 0 ] && perftest_race "$out" && [ $try -lt 3 ]; then
             port=$((port + 20)); continue
         fi
         break
@@ -734,9 +736,7 @@ cell_perftest_act() {
         done
         echo "$gout"
         guest "pkill -x ib_$tool" >/dev/null 2>&1
-        # perftest's start-up race on iWARP (siw-vm README): another try on a fresh port.
-        if [ $rc -ne 0 ] && echo "$gout" | grep -qE 'Bad wc status|Unable to read from socket/rdma_cm' \
-            && [ $try -lt 3 ]; then
+        if [ $rc -ne 0 ] && perftest_race "$gout" && [ $try -lt 3 ]; then
             port=$((port + 20)); continue
         fi
         break

@@ -156,10 +156,13 @@ fn run(pair: &DaemonPair) {
     pattern(&mut buf, 21);
     let addr = buf.as_ptr() as u64;
     #[allow(unsafe_code)]
-    // SAFETY: `buf` is this thread's own heap memory, nobody else writes it during the
-    // call, and it outlives `umr` (dropped below, before `buf`).
-    let umr = unsafe {
-        b.pd.reg_user_mr(buf.as_mut_ptr().add(50), 3 * 4096, Access::LOCAL_WRITE)
+    let umr = {
+        // SAFETY: `add(50)` and the 3 * 4096 bytes after it stay inside `buf` (3 * 4096 +
+        // 100 bytes); `buf` is this thread's own heap memory, nobody else writes it during
+        // the call, and it outlives `umr` (dropped below, before `buf`).
+        unsafe {
+            b.pd.reg_user_mr(buf.as_mut_ptr().add(50), 3 * 4096, Access::LOCAL_WRITE)
+        }
     }
     .unwrap();
     assert_eq!(buf.as_ptr() as u64, addr, "the buffer kept its address");

@@ -3,7 +3,7 @@
 //! Linux siw can measure against iwarpd, as client or as server.
 //!
 //!   iwarp-perftest TEST [-a ADDR] [-p PORT] [-s SIZE] [-n ITERS] [-r RX_DEPTH] [-t TX_DEPTH]
-//!                  [-d DAEMON] [--timeout-ms N] [--quiet-ms N] [SERVER]
+//!                  [-d DAEMON] [--timeout-ms N] [SERVER]
 //!
 //! TEST is send_bw, write_bw, read_bw, send_lat, write_lat or read_lat. Without SERVER this
 //! side is the server (the perftest tool connects to ADDR:PORT, default 0.0.0.0:18515; give
@@ -28,7 +28,7 @@ fn usage() -> ExitCode {
     eprintln!(
         "usage: iwarp-perftest send_bw|write_bw|read_bw|send_lat|write_lat|read_lat [-a ADDR] \
          [-p PORT] [-s SIZE] [-n ITERS] [-r RX_DEPTH] [-t TX_DEPTH] [-d DAEMON] \
-         [--timeout-ms N] [--quiet-ms N] [SERVER]"
+         [--timeout-ms N] [SERVER]"
     );
     ExitCode::from(2)
 }
@@ -51,7 +51,6 @@ fn parse(args: &[String]) -> Option<Args> {
         iters: 1000,
         rx_depth: 512,
         timeout: Duration::from_secs(60),
-        quiet: Duration::from_secs(3),
         daemon: "iwarpd".into(),
     };
     let mut tx_depth = 128;
@@ -66,7 +65,6 @@ fn parse(args: &[String]) -> Option<Args> {
             "-t" => tx_depth = it.next()?.parse().ok()?,
             "-d" => o.daemon = it.next()?.clone(),
             "--timeout-ms" => o.timeout = Duration::from_millis(it.next()?.parse().ok()?),
-            "--quiet-ms" => o.quiet = Duration::from_millis(it.next()?.parse().ok()?),
             s if !s.starts_with('-') && server.is_none() => server = Some(s.parse().ok()?),
             _ => return None,
         }

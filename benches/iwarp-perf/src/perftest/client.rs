@@ -74,8 +74,8 @@ pub fn run_client(o: &ClientOpts) -> Result<ClientReport, String> {
     connect_retrying(&mut s, o, false)?;
     let mut r = ClientReport::default();
     let mut peer: Option<Dest> = None;
-    for step in script(o.test) {
-        match *step {
+    for step in script(o.test).steps() {
+        match step {
             Step::Version => {
                 round(&mut s, &mut r, &version_msg(), deadline)?;
             }
@@ -163,7 +163,7 @@ fn round(
             }
             return Ok(reply);
         }
-        if s.chan_down || s.chan_flushed {
+        if s.chan_closing() {
             return Err(format!(
                 "the server closed the channel in round {}",
                 r.rounds + 1
@@ -229,6 +229,10 @@ fn run_test(
     };
     let size = o.size as usize;
     let recv_off = s.data_recv();
+    if o.test.is_lat() {
+        // No allocation inside the timed loop (bounded: samples past this still record).
+        r.rtt_ns.reserve(o.iters.min(1 << 24) as usize);
+    }
     let start = Instant::now();
     let mut posted = 0u64;
     let check = |r: &ClientReport| -> Result<(), String> {

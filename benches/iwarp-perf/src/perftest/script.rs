@@ -31,9 +31,9 @@ pub enum Step {
 
 use Step::*;
 
-/// Before the test, every tool: versions, system data, MTU, the data connection between
-/// two zero dests, then the dests.
-const SEND_BW: &[Step] = &[
+/// Every tool starts alike: versions, system data, MTU, the data connection between two
+/// zero dests.
+const PRELUDE: [Step; 7] = [
     Version,
     PageSize,
     CacheLine,
@@ -41,78 +41,52 @@ const SEND_BW: &[Step] = &[
     ZeroDest,
     ConnectData,
     ZeroDest,
-    Dest,
-    Dest,
-    Dest,
-    Dest,
-    Run,
-    Dest,
-];
-/// The WRITE and READ bandwidth tools: one dest fewer before the test; after it a dest,
-/// the report fields and the last dest (the server prints the client's report).
-const ONE_SIDED_BW: &[Step] = &[
-    Version,
-    PageSize,
-    CacheLine,
-    Mtu,
-    ZeroDest,
-    ConnectData,
-    ZeroDest,
-    Dest,
-    Dest,
-    Dest,
-    Run,
-    Dest,
-    Reports,
-    Dest,
-];
-/// The latency tools.
-const LAT: &[Step] = &[
-    Version,
-    PageSize,
-    CacheLine,
-    Mtu,
-    ZeroDest,
-    ConnectData,
-    ZeroDest,
-    Dest,
-    Dest,
-    Dest,
-    Dest,
-    Run,
-    Dest,
 ];
 
-/// `ib_write_lat`: no closing round (both sides disconnect right after the test).
-const WRITE_LAT: &[Step] = &[
-    Version,
-    PageSize,
-    CacheLine,
-    Mtu,
-    ZeroDest,
-    ConnectData,
-    ZeroDest,
-    Dest,
-    Dest,
-    Dest,
-    Dest,
-    Run,
-];
+/// A tool's script: [`PRELUDE`], `dests` dests, the test, then `after`.
+#[derive(Clone, Copy, Debug)]
+pub struct Script {
+    dests: usize,
+    after: &'static [Step],
+}
+
+impl Script {
+    /// The steps in order.
+    pub fn steps(self) -> impl Iterator<Item = Step> {
+        PRELUDE
+            .into_iter()
+            .chain(std::iter::repeat_n(Dest, self.dests))
+            .chain([Run])
+            .chain(self.after.iter().copied())
+    }
+}
 
 /// The client's script of `test`.
-pub fn script(test: Test) -> &'static [Step] {
+pub fn script(test: Test) -> Script {
     match test {
-        Test::SendBw => SEND_BW,
-        Test::WriteBw | Test::ReadBw => ONE_SIDED_BW,
-        Test::WriteLat => WRITE_LAT,
-        Test::SendLat | Test::ReadLat => LAT,
+        // The WRITE and READ bandwidth tools: one dest fewer before the test; after it a
+        // dest, the report fields and the closing dest (the server prints the client's
+        // report).
+        Test::WriteBw | Test::ReadBw => Script {
+            dests: 3,
+            after: &[Dest, Reports, Dest],
+        },
+        // `ib_write_lat`: no closing round (both sides disconnect right after the test).
+        Test::WriteLat => Script {
+            dests: 4,
+            after: &[],
+        },
+        Test::SendBw | Test::SendLat | Test::ReadLat => Script {
+            dests: 4,
+            after: &[Dest],
+        },
     }
 }
 
 /// Channel rounds of a script (what the server counts).
 #[cfg(test)]
-pub fn rounds(s: &[Step]) -> usize {
-    s.iter()
+pub fn rounds(s: Script) -> usize {
+    s.steps()
         .map(|st| match st {
             ConnectData | Run => 0,
             Reports => 5,
@@ -137,9 +111,9 @@ mod tests {
             assert_eq!(rounds(script(t)), 11);
         }
         assert_eq!(rounds(script(Test::WriteLat)), 10);
-        assert_eq!(*script(Test::WriteLat).last().unwrap(), Run);
+        assert_eq!(script(Test::WriteLat).steps().last(), Some(Run));
         for t in [Test::SendBw, Test::WriteBw, Test::SendLat] {
-            let s = script(t);
+            let s: Vec<Step> = script(t).steps().collect();
             let dests = s.iter().filter(|x| **x == Dest).count();
             assert_eq!(dests, 5, "{t:?}");
             let run = s.iter().position(|x| *x == Run).unwrap();

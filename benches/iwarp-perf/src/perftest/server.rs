@@ -36,8 +36,6 @@ pub struct ServerOpts {
     pub rx_depth: u32,
     /// Whole-run limit.
     pub timeout: Duration,
-    /// Quiet spell that ends a passive test.
-    pub quiet: Duration,
     /// Daemon name.
     pub daemon: String,
 }
@@ -65,23 +63,14 @@ pub const CHANNEL_LINGER: Duration = Duration::from_secs(5);
 
 /// The server's half of `ib_write_lat` (perftest's `run_iter_lat_write`): the server writes
 /// first; each write carries its sequence number (mod 256) in the message's last byte, and
-/// the server writes number `n + 1` once the client's write number `n` has landed.
-#[derive(Clone, Copy, Debug)]
-pub struct WriteLatPacer {
-    /// Writes posted.
-    pub scnt: u64,
-    /// Iterations of the run.
-    pub iters: u64,
-}
-
-impl WriteLatPacer {
-    /// The last byte of the next write to post, given the last byte of the receive area.
-    pub fn next(&self, seen: u8) -> Option<u8> {
-        if self.scnt >= self.iters {
-            return None;
-        }
-        (self.scnt == 0 || seen == self.scnt as u8).then_some((self.scnt + 1) as u8)
+/// the server writes number `n + 1` once the client's write number `n` has landed. Given
+/// the writes posted so far and the last byte of the receive area: the last byte of the
+/// next write to post, if it is due.
+pub fn write_lat_next(sent: u64, iters: u64, seen: u8) -> Option<u8> {
+    if sent >= iters {
+        return None;
     }
+    (sent == 0 || seen == sent as u8).then_some((sent + 1) as u8)
 }
 
 /// Runs the server until the client has its results.
@@ -99,10 +88,6 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
     let mut peer: Option<Dest> = None;
     // Non-zero dests received while the data connection was up (write_lat starts after one).
     let mut dests_up = 0u32;
-    let mut pacer = WriteLatPacer {
-        scnt: 0,
-        iters: o.iters,
-    };
     let mut data_closed_at: Option<Instant> = None;
     let mut chan_closed_at: Option<Instant> = None;
     let deadline = Instant::now() + o.timeout;
@@ -192,14 +177,14 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
         if o.test == Test::WriteLat && data_up && dests_up > 0 {
             if let Some(p) = peer {
                 let seen = s.arena.as_slice()[recv_off + size - 1];
-                if let Some(v) = pacer.next(seen) {
+                // Only write_lat's writes count in `sends` here.
+                if let Some(v) = write_lat_next(r.sends, o.iters, seen) {
                     s.arena.as_mut_slice()[DATA + size - 1] = v;
                     let op = SendOp::Write {
                         remote_to: p.vaddr,
                         rkey: Stag(p.rkey),
                     };
                     s.post_data(7, op, DATA, o.size)?;
-                    pacer.scnt += 1;
                     r.sends += 1;
                 }
             }
@@ -221,7 +206,7 @@ pub fn run_server(o: &ServerOpts) -> Result<ServerReport, String> {
             if t.elapsed() > CHANNEL_LINGER {
                 return Ok(r);
             }
-        } else if s.chan_down || s.chan_flushed {
+        } else if s.chan_closing() {
             // The tool closes the data connection first, but the two closes reach this
             // side through different queues (CM events, completions): give the data
             // connection's own a moment.
@@ -242,29 +227,25 @@ mod tests {
 
     #[test]
     fn write_lat_server_writes_first_then_answers_each_write() {
-        let mut p = WriteLatPacer { scnt: 0, iters: 3 };
-        assert_eq!(p.next(0), Some(1), "the server starts");
-        p.scnt = 1;
-        assert_eq!(p.next(0), None, "then waits for the client's 1");
-        assert_eq!(p.next(1), Some(2));
-        p.scnt = 2;
-        assert_eq!(p.next(1), None);
-        assert_eq!(p.next(2), Some(3));
-        p.scnt = 3;
-        assert_eq!(p.next(3), None, "all iterations written");
+        assert_eq!(write_lat_next(0, 3, 0), Some(1), "the server starts");
+        assert_eq!(
+            write_lat_next(1, 3, 0),
+            None,
+            "then waits for the client's 1"
+        );
+        assert_eq!(write_lat_next(1, 3, 1), Some(2));
+        assert_eq!(write_lat_next(2, 3, 1), None);
+        assert_eq!(write_lat_next(2, 3, 2), Some(3));
+        assert_eq!(write_lat_next(3, 3, 3), None, "all iterations written");
     }
 
     #[test]
     fn write_lat_sequence_wraps_like_perftests_char() {
-        let p = WriteLatPacer {
-            scnt: 256,
-            iters: 1000,
-        };
         assert_eq!(
-            p.next(0),
+            write_lat_next(256, 1000, 0),
             Some(1),
             "write 257 follows the client's 256 (0 as a char)"
         );
-        assert_eq!(p.next(255), None);
+        assert_eq!(write_lat_next(256, 1000, 255), None);
     }
 }

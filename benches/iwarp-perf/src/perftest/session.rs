@@ -108,8 +108,6 @@ pub struct Session {
     pub data_cqes: Vec<Cqe>,
     /// A channel receive (its length) completed while waiting for a send's completion.
     pub chan_pending: Option<usize>,
-    /// Data WRs completed as flushed (the connection closed with them outstanding).
-    pub data_flushed: u64,
     /// The channel's receive completed as flushed (the channel is closing).
     pub chan_flushed: bool,
 }
@@ -149,7 +147,6 @@ impl Session {
             data_down: false,
             data_cqes: Vec::with_capacity(POLL_BATCH),
             chan_pending: None,
-            data_flushed: 0,
             chan_flushed: false,
         })
     }
@@ -158,6 +155,11 @@ impl Session {
     pub fn credit_word(&self) -> u32 {
         let b = &self.arena.as_slice()[CREDIT..CREDIT + 4];
         u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    /// The channel is closing or closed (its receive flushed, or the CM said so).
+    pub fn chan_closing(&self) -> bool {
+        self.chan_down || self.chan_flushed
     }
 
     /// Offset of the data receive area (what the peer writes or reads).
@@ -317,8 +319,8 @@ impl Session {
     }
 
     /// Polls the data CQ once into `data_cqes`; errors on a failed completion. Flushed
-    /// WRs (the receives still posted when the connection closes) are counted in
-    /// `data_flushed`, not returned.
+    /// WRs (the receives still posted when the connection closes) are part of the close
+    /// and left out.
     pub fn data_poll(&mut self) -> Result<usize, String> {
         let Some(c) = self.data.as_mut() else {
             return Ok(0);
@@ -327,7 +329,6 @@ impl Session {
         let n = c.cq.poll(&mut wc).map_err(|e| err("poll_cq (data)", e))?;
         for w in &wc[..n] {
             if w.status == WcStatus::Flushed {
-                self.data_flushed += 1;
                 continue;
             }
             if w.status != WcStatus::Success {

@@ -8,6 +8,9 @@ use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 
 use iwarp_types::{Duration, Instant, SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
+use iwarp_wire::mpa;
+use iwarp_wire::rdmap::{Body, Opcode, Segment};
+use smoltcp::wire::{EthernetFrame, Ipv4Packet, TcpPacket};
 
 use super::b2b::{establish, pattern, sge};
 use super::harness::{config, Pair};
@@ -15,32 +18,37 @@ use super::harness::{config, Pair};
 /// The ULPDUs of the FPDUs in a frame's TCP payload (our TCP sends whole FPDUs).
 fn ulpdus(f: &[u8]) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
-    if f.len() < 14 + 20 + 20 || f[12..14] != [0x08, 0x00] || f[14 + 9] != 6 {
+    let Ok(eth) = EthernetFrame::new_checked(f) else {
         return out;
-    }
-    let ihl = usize::from(f[14] & 0x0f) * 4;
-    let total = usize::from(u16::from_be_bytes([f[16], f[17]]));
-    let t = 14 + ihl;
-    let doff = usize::from(f[t + 12] >> 4) * 4;
-    let payload = f.get(t + doff..(14 + total).min(f.len())).unwrap_or(&[]);
-    if payload.starts_with(b"MPA ID") {
+    };
+    let Ok(ip) = Ipv4Packet::new_checked(eth.payload()) else {
         return out;
+    };
+    let Ok(tcp) = TcpPacket::new_checked(ip.payload()) else {
+        return out;
+    };
+    let payload = tcp.payload();
+    if payload.starts_with(&mpa::KEY_REQ[..4]) {
+        return out; // an MPA Request or Reply
     }
     let mut at = 0;
-    while at + 2 <= payload.len() {
-        let len = usize::from(u16::from_be_bytes([payload[at], payload[at + 1]]));
-        let Some(u) = payload.get(at + 2..at + 2 + len) else {
+    while let Some(h) = payload.get(at..at + mpa::ULPDU_LENGTH_LEN) {
+        let len = usize::from(u16::from_be_bytes([h[0], h[1]]));
+        let Some(u) = payload.get(at + mpa::ULPDU_LENGTH_LEN..at + mpa::ULPDU_LENGTH_LEN + len)
+        else {
             break;
         };
         out.push(u.to_vec());
-        at += (2 + len).div_ceil(4) * 4 + 4;
+        at += mpa::fpdu_len(len);
     }
     out
 }
 
-/// A zero-length tagged RDMA Write.
+/// A zero-length RDMA Write.
 fn is_nudge(u: &[u8]) -> bool {
-    u.len() == 14 && u[0] & 0x80 != 0 && u[1] & 0x0f == 0
+    Segment::parse(u).is_ok_and(|s| {
+        s.header.opcode == Opcode::Write && s.body == Body::Payload(&[])
+    })
 }
 
 /// Milliseconds since the test's start, as of the current turn of frames.
