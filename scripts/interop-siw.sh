@@ -106,6 +106,10 @@ cleanup() {
 preflight() {
     [ "$(id -u)" -eq 0 ] || { echo "interop-siw: run as root (QEMU, namespaces, AF_PACKET)" >&2; exit 2; }
     [ -n "$SIWVM" ] && [ -x "$SIWVM/up.sh" ] || { echo "interop-siw: siw-vm harness not found (set SIWVM)" >&2; exit 2; }
+    if ! command -v tcpdump >/dev/null; then
+        log "installing tcpdump (the cells' captures)"
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends tcpdump >/dev/null 2>&1
+    fi
     for t in ip tcpdump python3 gcc; do
         command -v $t >/dev/null || { echo "interop-siw: $t is missing" >&2; exit 2; }
     done
