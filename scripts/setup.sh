@@ -4,6 +4,21 @@
 # IWARP_HUGEPAGES=N sets how many 2 MiB pages to reserve (default 512; 0 = leave as is,
 # iwarpd then falls back to --no-huge with a warning).
 set -euo pipefail
+# The Rust toolchain first: without it (or with Debian's older rustc) everything after fails
+# late, in cargo build. The minimum is the workspace's rust-version.
+rust_min=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+[ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+rust_have=$(cargo --version 2>/dev/null | awk '{print $2}' || true)
+if [ -z "$rust_have" ] || [ "$(printf '%s\n%s\n' "$rust_min" "$rust_have" | sort -V | head -1)" != "$rust_min" ]; then
+  echo "setup: cargo ${rust_have:-is missing}; this workspace needs Rust >= $rust_min (Debian's rustc is too old)." >&2
+  if command -v rustup >/dev/null 2>&1; then
+    echo "setup: install it with:  rustup toolchain install stable && rustup default stable" >&2
+  else
+    echo "setup: install it with:  curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y && . \"\$HOME/.cargo/env\"" >&2
+  fi
+  exit 1
+fi
+
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
