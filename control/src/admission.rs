@@ -29,6 +29,9 @@ use crate::link::CoreLink;
 use crate::policy::Admission;
 use crate::server::ControlServer;
 
+/// Messages read (and dropped) from a connection before its refusal is sent.
+const DRAIN_MESSAGES: usize = 4;
+
 /// Admission log lines printed per second at most.
 pub const LOG_LINES_PER_S: u32 = 20;
 
@@ -159,10 +162,18 @@ impl<C: CoreLink> ControlServer<C> {
         s.refused += 1;
     }
 
-    /// Answers `code` (sequence number 0, without blocking) and closes `chan`.
+    /// Answers `code` (sequence number 0, without blocking) and closes `chan`. What the
+    /// peer sent already (its `Hello`) is read first: a unix socket closed with unread
+    /// data makes the peer's next receive fail with `ECONNRESET` before it can read the
+    /// answer.
     fn refuse(&mut self, chan: Channel, cred: &PeerCred, reason: Refusal, e: ErrorReply) {
         self.count_refusal(reason);
         let _ = chan.set_nonblocking(true);
+        for _ in 0..DRAIN_MESSAGES {
+            if chan.recv_raw().is_err() {
+                break;
+            }
+        }
         let _ = chan.send(
             &ServerMsg::Reply {
                 seq: 0,

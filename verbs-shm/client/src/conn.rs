@@ -217,6 +217,7 @@ impl Conn {
         // socket; it is the better error.
         let sent = channel.send(&hello, &[]).map_err(send_error);
         let deadline = Instant::now() + timeout;
+        let mut resets = 0;
         let (result, fds) = loop {
             match channel.recv::<ServerMsg>() {
                 Ok((
@@ -230,6 +231,13 @@ impl Conn {
                 Ok(_) | Err(RecvError::Frame(_)) | Err(RecvError::Truncated) => {}
                 Err(RecvError::WouldBlock) => return Err(sent.err().unwrap_or(Error::Timeout)),
                 Err(RecvError::Closed) => return Err(sent.err().unwrap_or(Error::DaemonGone)),
+                // The daemon answered and closed before it read our Hello: the first
+                // receive reports the reset, the next one the answer (or end of file).
+                Err(RecvError::Io(e))
+                    if e.kind() == std::io::ErrorKind::ConnectionReset && resets == 0 =>
+                {
+                    resets += 1;
+                }
                 Err(RecvError::Io(e)) => return Err(sent.err().unwrap_or(Error::Io(e))),
             }
             if Instant::now() >= deadline {
