@@ -17,7 +17,8 @@
 //!
 //! Refusals are counted by reason ([`crate::ServerStats`], `iwarpctl counters`) and
 //! logged through the daemon's [`LogSink`], at most [`LOG_LINES_PER_S`] lines a second
-//! (the rest are counted and summed up in the next line).
+//! of refusals and as many of admissions (the rest are counted and summed up in the next
+//! line).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -111,9 +112,12 @@ struct Tally {
 
 impl<C: CoreLink> ControlServer<C> {
     /// Sends the daemon a line (rate-limited).
+    /// Refusals and admissions are limited separately: a flood of refusals does not hide
+    /// the clients admitted meanwhile.
     pub(crate) fn log(&mut self, level: LogLevel, msg: std::fmt::Arguments<'_>) {
         let Some(sink) = &self.log else { return };
-        match self.log_limit.allow(Instant::now()) {
+        let limit = &mut self.log_limit[usize::from(level != LogLevel::Warn)];
+        match limit.allow(Instant::now()) {
             Some(0) => sink(level, msg),
             Some(n) => sink(
                 level,

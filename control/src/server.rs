@@ -194,7 +194,8 @@ pub struct ControlServer<C: CoreLink> {
     /// The earliest `Hello` deadline of a pending connection.
     pub(crate) next_expiry: Option<Instant>,
     pub(crate) log: Option<LogSink>,
-    pub(crate) log_limit: LogLimit,
+    /// Line budgets: refusals (warn), admissions (info, debug).
+    pub(crate) log_limit: [LogLimit; 2],
 }
 
 impl<C: CoreLink> ControlServer<C> {
@@ -243,7 +244,7 @@ impl<C: CoreLink> ControlServer<C> {
             busy: false,
             next_expiry: None,
             log: None,
-            log_limit: LogLimit::new(),
+            log_limit: [LogLimit::new(), LogLimit::new()],
         })
     }
 

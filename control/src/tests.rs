@@ -807,6 +807,14 @@ fn hello(s: &mut ControlServer<FakeCore>, chan: Channel) -> (Peer, Result<Respon
 #[test]
 fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
     let mut s = admission_server(ControlConfig::default());
+    let lines = Arc::new(Mutex::new(Vec::<(crate::LogLevel, String)>::new()));
+    {
+        let lines = lines.clone();
+        s.set_log(Box::new(move |level, msg| {
+            lines.lock().unwrap().push((level, msg.to_string()))
+        }));
+    }
+    let start = std::time::Instant::now();
     let mut refused = Vec::new();
     for _ in 0..300 {
         let (chan, id) = open_as(&mut s, 65534);
@@ -824,6 +832,23 @@ fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
     assert!(id.is_some());
     let (_p, r) = hello(&mut s, chan);
     assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+    // Logged: refusals (rate-limited), then the admission.
+    let secs = start.elapsed().as_secs() as usize + 1;
+    let lines = lines.lock().unwrap();
+    let (first_level, first) = &lines[0];
+    assert_eq!(*first_level, crate::LogLevel::Warn);
+    assert!(
+        first.contains("uid 65534") && first.contains("PermissionDenied"),
+        "{first}"
+    );
+    assert!(
+        lines.len() <= secs * crate::admission::LOG_LINES_PER_S as usize + 1,
+        "{} lines in {secs} s",
+        lines.len()
+    );
+    let (last_level, last) = lines.last().unwrap();
+    assert_eq!(*last_level, crate::LogLevel::Info);
+    assert!(last.contains("admitted: uid 1000"), "{last}");
 }
 
 #[test]
