@@ -186,10 +186,14 @@ impl<C: CoreLink> ControlServer<C> {
             &[],
         );
         drop(chan);
+        let what = match reason {
+            Refusal::HelloTimeout | Refusal::Evicted => "closed before Hello",
+            _ => "refused",
+        };
         self.log(
             LogLevel::Warn,
             format_args!(
-                "verbs connection of uid {} pid {} refused: {e}",
+                "verbs connection of uid {} pid {} {what}: {e}",
                 cred.uid, cred.pid
             ),
         );
