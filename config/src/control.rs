@@ -14,6 +14,8 @@ pub const CLIENTS_MAX: u32 = 4096;
 pub const ARENA_MB_MAX: u64 = 1 << 20;
 /// Most verbs objects one client may hold (each kind counted separately).
 pub const OBJECTS_MAX: u32 = 1 << 20;
+/// Longest `hello_timeout_ms` (10 minutes).
+pub const HELLO_TIMEOUT_MS_MAX: u64 = 600_000;
 
 /// `[control]`: the control thread serving verbs clients.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,6 +34,13 @@ pub struct ControlSection {
     pub admin_users: Vec<String>,
     /// Clients connected at once.
     pub max_clients: u32,
+    /// How long a connection may stay without saying `Hello`, ms.
+    pub hello_timeout_ms: u64,
+    /// Connections (welcomed or not yet) one user may hold; root and `admin_users` are
+    /// exempt.
+    pub max_conns_per_uid: u32,
+    /// Connections that have not said `Hello` yet, all users together.
+    pub max_pending: u32,
     /// Arena memory one client may hold, MiB.
     pub max_arena_mb: u64,
     /// Objects of each kind (PDs, CQs, QPs, SRQs, MRs, MWs, CM ids, arenas, channels)
@@ -48,6 +57,9 @@ impl Default for ControlSection {
             allow_groups: Vec::new(),
             admin_users: Vec::new(),
             max_clients: 64,
+            hello_timeout_ms: 5000,
+            max_conns_per_uid: 32,
+            max_pending: 64,
             max_arena_mb: 4096,
             max_objects: 4096,
         }
@@ -96,6 +108,21 @@ impl ControlSection {
         ensure(
             (1..=CLIENTS_MAX).contains(&self.max_clients),
             "control.max_clients",
+            format!("must be in 1..={CLIENTS_MAX}"),
+        )?;
+        ensure(
+            (1..=HELLO_TIMEOUT_MS_MAX).contains(&self.hello_timeout_ms),
+            "control.hello_timeout_ms",
+            format!("must be in 1..={HELLO_TIMEOUT_MS_MAX}"),
+        )?;
+        ensure(
+            (1..=CLIENTS_MAX).contains(&self.max_conns_per_uid),
+            "control.max_conns_per_uid",
+            format!("must be in 1..={CLIENTS_MAX}"),
+        )?;
+        ensure(
+            (1..=CLIENTS_MAX).contains(&self.max_pending),
+            "control.max_pending",
             format!("must be in 1..={CLIENTS_MAX}"),
         )?;
         ensure(
@@ -180,6 +207,24 @@ mod tests {
             "control.allow_users"
         );
         assert_eq!(err(|c| c.max_clients = 0), "control.max_clients");
+        assert_eq!(err(|c| c.hello_timeout_ms = 0), "control.hello_timeout_ms");
+        assert_eq!(
+            err(|c| c.hello_timeout_ms = HELLO_TIMEOUT_MS_MAX + 1),
+            "control.hello_timeout_ms"
+        );
+        assert_eq!(
+            err(|c| c.max_conns_per_uid = 0),
+            "control.max_conns_per_uid"
+        );
+        assert_eq!(
+            err(|c| c.max_conns_per_uid = CLIENTS_MAX + 1),
+            "control.max_conns_per_uid"
+        );
+        assert_eq!(err(|c| c.max_pending = 0), "control.max_pending");
+        assert_eq!(
+            err(|c| c.max_pending = CLIENTS_MAX + 1),
+            "control.max_pending"
+        );
         assert_eq!(err(|c| c.max_arena_mb = 0), "control.max_arena_mb");
         assert_eq!(
             err(|c| c.max_objects = OBJECTS_MAX + 1),

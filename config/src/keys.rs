@@ -183,7 +183,10 @@ pub const KEYS: &[KeyDoc] = &[
     e("control.allow_users", "Users admitted besides root: names or numeric uids, as strings.", "[\"alice\", \"1000\"]"),
     e("control.allow_groups", "Groups whose members (primary or supplementary) are admitted: names or numeric gids.", "[\"rdma\"]"),
     e("control.admin_users", "Users besides root allowed administration requests (iwarpctl listings of other clients).", "[\"ops\"]"),
-    k("control.max_clients", "Clients connected at once (1..=4096); one more is refused with LimitReached."),
+    k("control.max_clients", "Clients connected at once (1..=4096); one more is refused with DaemonFull (\"iwarpd is full\")."),
+    k("control.hello_timeout_ms", "A connection that has not said Hello within this many ms (1..=600000) is answered NotReady and closed."),
+    k("control.max_conns_per_uid", "Connections, welcomed or not yet, one user may hold (1..=4096); root and admin_users are exempt. Past it the user's oldest connection without Hello is closed, or if all are welcomed the new one is refused with LimitReached."),
+    k("control.max_pending", "Connections that have not said Hello yet, all users together (1..=4096). When full, a new connection closes the oldest such connection of its own user, else of the user holding the most: a flood from one user never closes another user's."),
     k("control.max_arena_mb", "Arena memory one client may hold, MiB."),
     k("control.max_objects", "Objects of each kind (PDs, CQs, QPs, SRQs, MRs, MWs, CM ids, arenas, channels) one client may hold."),
 ];

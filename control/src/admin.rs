@@ -99,11 +99,19 @@ impl<C: CoreLink> ControlServer<C> {
             None => Vec::new(),
         };
         let s = self.ctx.stats;
+        let pending = self.pending() as u64;
         out.push(CounterSet {
             core: None,
             values: vec![
                 ("control_clients_total".into(), s.clients_total),
                 ("control_refused".into(), s.refused),
+                ("control_refused_policy".into(), s.refused_policy),
+                ("control_refused_full".into(), s.refused_full),
+                ("control_refused_uid_limit".into(), s.refused_uid_limit),
+                ("control_refused_protocol".into(), s.refused_protocol),
+                ("control_hello_timeouts".into(), s.hello_timeouts),
+                ("control_pending_evicted".into(), s.pending_evicted),
+                ("control_pending".into(), pending),
                 ("control_requests".into(), s.requests),
                 ("control_bad_frames".into(), s.bad_frames),
                 ("control_notices".into(), s.notices),

@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod admission;
 mod client;
 mod cm;
 mod link;
@@ -29,6 +30,7 @@ mod tests;
 use std::path::PathBuf;
 use std::time::Duration;
 
+pub use admission::{LogLevel, LogSink};
 pub use link::{cm_code, service_error, verb_code, CoreLink};
 pub use policy::{AccountDb, Admission, Policy};
 pub use server::{ControlServer, CounterSource, ServerStats};
@@ -45,8 +47,15 @@ pub struct ControlConfig {
     pub allow_groups: Vec<String>,
     /// Users allowed administration requests besides root.
     pub admin_users: Vec<String>,
-    /// Clients connected at once.
+    /// Clients connected at once (welcomed).
     pub max_clients: usize,
+    /// How long a connection may stay without saying `Hello` before it is closed.
+    pub hello_timeout: Duration,
+    /// Connections (welcomed or not yet) one uid may hold; root and `admin_users` are
+    /// exempt.
+    pub max_conns_per_uid: usize,
+    /// Connections that have not said `Hello` yet, all users together.
+    pub max_pending: usize,
     /// Arena bytes one client may hold.
     pub max_arena_bytes: u64,
     /// Objects of each kind one client may hold.
@@ -69,6 +78,9 @@ impl Default for ControlConfig {
             allow_groups: Vec::new(),
             admin_users: Vec::new(),
             max_clients: 64,
+            hello_timeout: Duration::from_secs(5),
+            max_conns_per_uid: 32,
+            max_pending: 64,
             max_arena_bytes: 4096 << 20,
             max_objects: 4096,
             core_timeout: Duration::from_secs(2),

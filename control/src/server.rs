@@ -19,13 +19,15 @@ use iwarp_verbs_proto::{
     RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
 };
 
+use crate::admission::{full_error, LogLevel, LogLimit, LogSink, Refusal};
 use crate::client::{Area, Client, Phase};
 use crate::link::{err, service_error, CoreLink};
-use crate::policy::{AccountDb, Admission, Policy};
+use crate::policy::{AccountDb, Policy};
 use crate::ControlConfig;
 
-/// Connections beyond `max_clients` kept just long enough to answer `LimitReached`.
-const REFUSED_EXTRA: usize = 16;
+/// Connections accepted per step (the rest wait in the listen backlog for the next
+/// step): a flood of connections cannot starve the clients' requests.
+const ACCEPTS_PER_STEP: usize = 16;
 /// Messages read from one client per step: one, so that the receive on a socket poll
 /// found readable never blocks (client sockets stay blocking for sends, bounded by
 /// [`SEND_TIMEOUT`]).
@@ -35,7 +37,7 @@ const NOTICES_PER_STEP: usize = 1024;
 /// Longest client name kept.
 const NAME_BYTES_MAX: usize = 64;
 /// How long a send to a client may block before the client is dropped.
-const SEND_TIMEOUT: Duration = Duration::from_millis(500);
+pub(crate) const SEND_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// Dataplane counters for `Admin(Counters)`: per core, then the sum.
 pub type CounterSource = Box<dyn FnMut() -> Vec<CounterSet> + Send>;
@@ -62,8 +64,21 @@ pub(crate) type Res = Result<Out, ErrorReply>;
 pub struct ServerStats {
     /// Clients welcomed since start.
     pub clients_total: u64,
-    /// Peers refused (policy, version, limit).
+    /// Connections refused (the sum of the `refused_*` below).
     pub refused: u64,
+    /// Refused at once: the access policy does not admit the user.
+    pub refused_policy: u64,
+    /// Refused with `DaemonFull`: `max_clients` clients were welcomed.
+    pub refused_full: u64,
+    /// Refused at once: the uid held `max_conns_per_uid` welcomed connections.
+    pub refused_uid_limit: u64,
+    /// Refused at `Hello`: another protocol version, or a first message not `Hello`.
+    pub refused_protocol: u64,
+    /// Closed for saying nothing within `hello_timeout`.
+    pub hello_timeouts: u64,
+    /// Connections closed before `Hello` to make room for a newer one of the same uid
+    /// (or of another uid when the pending table is full).
+    pub pending_evicted: u64,
     /// Requests served.
     pub requests: u64,
     /// Malformed frames.
@@ -172,10 +187,15 @@ pub struct ControlServer<C: CoreLink> {
     pub(crate) ctx: Ctx<C>,
     pub(crate) clients: BTreeMap<u32, Client>,
     listener: Option<Listener>,
-    policy: Policy,
-    db: AccountDb,
-    next_id: u32,
+    pub(crate) policy: Policy,
+    pub(crate) db: AccountDb,
+    pub(crate) next_id: u32,
     busy: bool,
+    /// The earliest `Hello` deadline of a pending connection.
+    pub(crate) next_expiry: Option<Instant>,
+    pub(crate) log: Option<LogSink>,
+    /// Line budgets: refusals (warn), admissions (info, debug).
+    pub(crate) log_limit: [LogLimit; 2],
 }
 
 impl<C: CoreLink> ControlServer<C> {
@@ -222,6 +242,9 @@ impl<C: CoreLink> ControlServer<C> {
             db,
             next_id: 1,
             busy: false,
+            next_expiry: None,
+            log: None,
+            log_limit: [LogLimit::new(), LogLimit::new()],
         })
     }
 
@@ -254,6 +277,11 @@ impl<C: CoreLink> ControlServer<C> {
         }
         self.ctx.service_ports = ports;
         Ok(())
+    }
+
+    /// Where admission lines go (admitted and refused clients; rate-limited).
+    pub fn set_log(&mut self, sink: LogSink) {
+        self.log = Some(sink);
     }
 
     /// Where `Admin(Counters)` gets the dataplane counters.
@@ -289,9 +317,21 @@ impl<C: CoreLink> ControlServer<C> {
         Ok(())
     }
 
-    /// Serves a connection made elsewhere (tests, an in-process client).
+    /// Serves a connection made elsewhere (tests, an in-process client), admitted as a
+    /// connection to the socket is: `None` if it was refused (and answered).
     pub fn adopt(&mut self, chan: Channel) -> Option<u32> {
         self.add_client(chan)
+    }
+
+    /// [`ControlServer::adopt`] as if the peer were `cred` (tests of the admission rules
+    /// for other users).
+    #[cfg(test)]
+    pub(crate) fn adopt_as(
+        &mut self,
+        chan: Channel,
+        cred: iwarp_verbs_proto::PeerCred,
+    ) -> Option<u32> {
+        self.admit_connection(chan, cred)
     }
 
     /// Counters.
@@ -299,7 +339,7 @@ impl<C: CoreLink> ControlServer<C> {
         self.ctx.stats
     }
 
-    /// Clients connected.
+    /// Connections (welcomed clients and those that have not said `Hello` yet).
     pub fn clients(&self) -> usize {
         self.clients.len()
     }
@@ -329,6 +369,7 @@ impl<C: CoreLink> ControlServer<C> {
             work = true;
             self.serve(id, hup);
         }
+        work |= self.expire_pending(Instant::now());
         work |= self.route_notices();
         if !self.ctx.pending_regions.is_empty() {
             self.retry_pending_regions();
@@ -374,7 +415,7 @@ impl<C: CoreLink> ControlServer<C> {
 
     fn accept(&mut self) -> bool {
         let mut any = false;
-        for _ in 0..16 {
+        for _ in 0..ACCEPTS_PER_STEP {
             let Some(l) = &self.listener else { break };
             match l.accept() {
                 Ok(Some(chan)) => {
@@ -388,17 +429,13 @@ impl<C: CoreLink> ControlServer<C> {
     }
 
     fn add_client(&mut self, chan: Channel) -> Option<u32> {
-        if self.clients.len() >= self.ctx.cfg.max_clients + REFUSED_EXTRA {
-            self.ctx.stats.refused += 1;
-            return None;
+        match chan.peer_cred() {
+            Ok(cred) => self.admit_connection(chan, cred),
+            Err(_) => {
+                self.count_refusal(Refusal::NoCred);
+                None
+            }
         }
-        let cred = chan.peer_cred().ok()?;
-        let _ = chan.set_send_timeout(Some(SEND_TIMEOUT));
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1).max(1);
-        let c = Client::new(id, chan, cred, self.ctx.ncores(), &self.ctx.cfg);
-        self.clients.insert(id, c);
-        Some(id)
     }
 
     fn serve(&mut self, id: u32, hup: bool) {
@@ -503,14 +540,14 @@ impl<C: CoreLink> ControlServer<C> {
         drop(fds);
         let refuse = |code, msg: String| (Err(err(code, msg)), Vec::new(), false);
         let Request::Hello { version, name } = req else {
-            self.ctx.stats.refused += 1;
+            self.count_refusal(Refusal::Protocol);
             return refuse(
                 ErrorCode::NotReady,
                 "the first message must be Hello".into(),
             );
         };
         if version != PROTOCOL_VERSION {
-            self.ctx.stats.refused += 1;
+            self.count_refusal(Refusal::Protocol);
             return refuse(
                 ErrorCode::VersionMismatch,
                 format!(
@@ -523,36 +560,31 @@ impl<C: CoreLink> ControlServer<C> {
             .values()
             .filter(|c| c.phase == Phase::Ready)
             .count();
+        if welcomed >= self.ctx.cfg.max_clients {
+            // Admitted at accept (the policy was checked there); full since.
+            self.count_refusal(Refusal::Full);
+            let e = full_error(self.ctx.cfg.max_clients);
+            return (Err(e), Vec::new(), false);
+        }
         let Some(c) = self.clients.get_mut(&id) else {
             return refuse(ErrorCode::Internal, "client vanished".into());
         };
-        let admission = self.policy.admit(&c.cred, &self.db);
-        if admission == Admission::Denied {
-            self.ctx.stats.refused += 1;
-            return refuse(
-                ErrorCode::PermissionDenied,
-                format!(
-                    "uid {} is not admitted by [control] allow_users / allow_groups",
-                    c.cred.uid
-                ),
-            );
-        }
-        if welcomed >= self.ctx.cfg.max_clients {
-            self.ctx.stats.refused += 1;
-            return refuse(
-                ErrorCode::LimitReached,
-                format!(
-                    "control.max_clients ({}) clients are connected",
-                    self.ctx.cfg.max_clients
-                ),
-            );
-        }
-        c.admin = admission == Admission::Admin;
         c.name = truncate(&name, NAME_BYTES_MAX);
         match welcome(&mut self.ctx, c) {
             Ok((w, fd)) => {
                 c.phase = Phase::Ready;
                 self.ctx.stats.clients_total += 1;
+                let (cid, cred, admin) = (c.id, c.cred, c.admin);
+                let name = c.name.clone();
+                self.log(
+                    LogLevel::Info,
+                    format_args!(
+                        "verbs client {cid} admitted: uid {} pid {} {name:?}{}",
+                        cred.uid,
+                        cred.pid,
+                        if admin { " (admin)" } else { "" }
+                    ),
+                );
                 (Ok(Response::Welcome(w).into()), vec![fd], true)
             }
             Err(e) => (Err(e), Vec::new(), false),

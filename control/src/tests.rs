@@ -490,8 +490,6 @@ fn replication_failure_rolls_back_and_limits_hold() {
 #[test]
 fn refused_peers_and_versions() {
     let (mut s, _, _) = server(false);
-    let db = AccountDb::from_text("", "");
-    s.set_policy(Policy::resolve(&db, &[], &[], &[]).unwrap(), db);
     let (a, b) = Channel::pair().unwrap();
     a.set_nonblocking(true).unwrap();
     s.adopt(b).unwrap();
@@ -504,25 +502,29 @@ fn refused_peers_and_versions() {
         },
     );
     assert_eq!(r.unwrap_err().code, ErrorCode::VersionMismatch);
+    assert_eq!(s.stats().refused_protocol, 1);
+    let db = AccountDb::from_text("", "");
+    s.set_policy(Policy::resolve(&db, &[], &[], &[]).unwrap(), db);
     let (a, b) = Channel::pair().unwrap();
     a.set_nonblocking(true).unwrap();
-    s.adopt(b).unwrap();
-    let mut p = Peer { chan: a, seq: 0 };
     let root = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap()
         == 0;
-    let (r, _) = p.call(
-        &mut s,
-        Request::Hello {
-            version: PROTOCOL_VERSION,
-            name: "u".into(),
-        },
-    );
     if root {
+        s.adopt(b).expect("root is always admitted");
+        let mut p = Peer { chan: a, seq: 0 };
+        let (r, _) = p.call(
+            &mut s,
+            Request::Hello {
+                version: PROTOCOL_VERSION,
+                name: "u".into(),
+            },
+        );
         assert!(r.is_ok(), "root is always admitted");
     } else {
-        assert_eq!(r.unwrap_err().code, ErrorCode::PermissionDenied);
+        assert_eq!(s.adopt(b), None, "refused at accept");
+        assert_eq!(early_refusal(&a), ErrorCode::PermissionDenied);
     }
 }
 
@@ -731,4 +733,288 @@ fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
         .0
         .unwrap_err();
     assert_eq!(e.code, ErrorCode::NoRoute);
+}
+
+// --- Admission: policy at accept, full daemon, per-uid and pending bounds, Hello deadline.
+
+/// A server over fake cores with `cfg`, admitting uids 1000, 2000, 3000 and (admin) 0.
+fn admission_server(cfg: ControlConfig) -> ControlServer<FakeCore> {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let cores = (0..2)
+        .map(|core| FakeCore {
+            core,
+            next: 0,
+            log: log.clone(),
+            fail_stag_at: false,
+        })
+        .collect();
+    let regions = Arc::new(RegionTable::new(64));
+    let mut s = ControlServer::new(cfg, cores, regions, device(), Vec::new(), None).unwrap();
+    let db = AccountDb::from_text("", "");
+    let users = ["1000".to_string(), "2000".into(), "3000".into()];
+    s.set_policy(Policy::resolve(&db, &users, &[], &[]).unwrap(), db);
+    s
+}
+
+fn cred(uid: u32) -> PeerCred {
+    PeerCred {
+        pid: u32::MAX,
+        uid,
+        gid: uid,
+    }
+}
+
+/// A connection from `uid`, silent so far: the test's end, and the server's id if kept.
+fn open_as(s: &mut ControlServer<FakeCore>, uid: u32) -> (Channel, Option<u32>) {
+    let (a, b) = Channel::pair().unwrap();
+    a.set_nonblocking(true).unwrap();
+    let id = s.adopt_as(b, cred(uid));
+    (a, id)
+}
+
+/// What a connection refused before its first message read: one reply with sequence
+/// number 0, then end of file.
+fn early_refusal(chan: &Channel) -> ErrorCode {
+    let code = match chan.recv::<ServerMsg>() {
+        Ok((
+            ServerMsg::Reply {
+                seq: 0,
+                result: Err(e),
+            },
+            _,
+        )) => e.code,
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    assert!(
+        matches!(chan.recv::<ServerMsg>(), Err(RecvError::Closed)),
+        "closed after the refusal"
+    );
+    code
+}
+
+fn hello(s: &mut ControlServer<FakeCore>, chan: Channel) -> (Peer, Result<Response, ErrorReply>) {
+    let mut p = Peer { chan, seq: 0 };
+    let (r, _) = p.call(
+        s,
+        Request::Hello {
+            version: PROTOCOL_VERSION,
+            name: "t".into(),
+        },
+    );
+    (p, r)
+}
+
+#[test]
+fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
+    let mut s = admission_server(ControlConfig::default());
+    let lines = Arc::new(Mutex::new(Vec::<(crate::LogLevel, String)>::new()));
+    {
+        let lines = lines.clone();
+        s.set_log(Box::new(move |level, msg| {
+            lines.lock().unwrap().push((level, msg.to_string()))
+        }));
+    }
+    let start = std::time::Instant::now();
+    let mut refused = Vec::new();
+    for _ in 0..300 {
+        let (chan, id) = open_as(&mut s, 65534);
+        assert_eq!(id, None);
+        assert_eq!(s.clients(), 0, "a refused connection holds no slot");
+        refused.push(chan);
+    }
+    for chan in &refused {
+        assert_eq!(early_refusal(chan), ErrorCode::PermissionDenied);
+    }
+    assert_eq!(s.stats().refused_policy, 300);
+    assert_eq!(s.stats().refused, 300);
+    // While the refused ends are still open, an admitted user gets in.
+    let (chan, id) = open_as(&mut s, 1000);
+    assert!(id.is_some());
+    let (_p, r) = hello(&mut s, chan);
+    assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+    // Logged: refusals (rate-limited), then the admission.
+    let secs = start.elapsed().as_secs() as usize + 1;
+    let lines = lines.lock().unwrap();
+    let (first_level, first) = &lines[0];
+    assert_eq!(*first_level, crate::LogLevel::Warn);
+    assert!(
+        first.contains("uid 65534") && first.contains("PermissionDenied"),
+        "{first}"
+    );
+    assert!(
+        lines.len() <= secs * crate::admission::LOG_LINES_PER_S as usize + 1,
+        "{} lines in {secs} s",
+        lines.len()
+    );
+    let (last_level, last) = lines.last().unwrap();
+    assert_eq!(*last_level, crate::LogLevel::Info);
+    assert!(last.contains("admitted: uid 1000"), "{last}");
+}
+
+#[test]
+fn a_full_daemon_answers_daemon_full() {
+    let cfg = ControlConfig {
+        max_clients: 2,
+        ..ControlConfig::default()
+    };
+    let mut s = admission_server(cfg);
+    // Three connect before any says Hello: the third Hello finds the daemon full.
+    let conns: Vec<Channel> = (0..3)
+        .map(|_| {
+            let (c, id) = open_as(&mut s, 1000);
+            assert!(id.is_some());
+            c
+        })
+        .collect();
+    let mut kept = Vec::new();
+    for (i, chan) in conns.into_iter().enumerate() {
+        let (p, r) = hello(&mut s, chan);
+        if i < 2 {
+            assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+            kept.push(p);
+        } else {
+            assert_eq!(r.unwrap_err().code, ErrorCode::DaemonFull);
+        }
+    }
+    // Full: a new connection is answered at once, whoever it is (root too: every core
+    // service serves max_clients clients).
+    for uid in [1000, 2000, 0] {
+        let (chan, id) = open_as(&mut s, uid);
+        assert_eq!(id, None);
+        assert_eq!(early_refusal(&chan), ErrorCode::DaemonFull);
+    }
+    assert_eq!(s.stats().refused_full, 4);
+    // One leaves: the next one gets in.
+    let p = kept.pop().unwrap();
+    drop(p);
+    for _ in 0..10 {
+        s.step(Duration::from_millis(1));
+    }
+    let (chan, _) = open_as(&mut s, 2000);
+    let (_p, r) = hello(&mut s, chan);
+    assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+}
+
+#[test]
+fn one_uid_cannot_crowd_out_another() {
+    let cfg = ControlConfig {
+        max_conns_per_uid: 4,
+        max_pending: 6,
+        ..ControlConfig::default()
+    };
+    let mut s = admission_server(cfg);
+    // uid 3000 has two pending connections.
+    let others: Vec<Channel> = (0..2).map(|_| open_as(&mut s, 3000).0).collect();
+    // uid 2000 floods with silent connections: it only ever pushes out its own.
+    let mut flood = Vec::new();
+    for _ in 0..100 {
+        let (chan, id) = open_as(&mut s, 2000);
+        assert!(
+            id.is_some(),
+            "the newest is kept, the oldest of the same uid goes"
+        );
+        flood.push(chan);
+        assert!(s.pending() <= 6);
+    }
+    assert_eq!(s.stats().pending_evicted, 96);
+    assert_eq!(s.pending(), 6, "4 of uid 2000, 2 of uid 3000");
+    for chan in &flood[..96] {
+        assert_eq!(early_refusal(chan), ErrorCode::LimitReached);
+    }
+    for chan in &others {
+        assert!(
+            matches!(chan.recv::<ServerMsg>(), Err(RecvError::WouldBlock)),
+            "uid 3000's connections are untouched"
+        );
+    }
+    // The pending table is full; a third user gets in by pushing out the oldest
+    // connection of the user holding the most (uid 2000).
+    let (chan, id) = open_as(&mut s, 1000);
+    assert!(id.is_some());
+    assert_eq!(early_refusal(&flood[96]), ErrorCode::LimitReached);
+    let (_legit, r) = hello(&mut s, chan);
+    assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+    let mut kept = Vec::new();
+    for chan in others {
+        let (p, r) = hello(&mut s, chan);
+        assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+        kept.push(p);
+    }
+    // A uid whose connections are all welcomed is refused past its bound.
+    let mut mine = Vec::new();
+    for _ in 0..3 {
+        let (chan, _) = open_as(&mut s, 1000);
+        let (p, r) = hello(&mut s, chan);
+        assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+        mine.push(p);
+    }
+    let (chan, id) = open_as(&mut s, 1000);
+    assert_eq!(id, None);
+    assert_eq!(early_refusal(&chan), ErrorCode::LimitReached);
+    assert_eq!(s.stats().refused_uid_limit, 1);
+    // Root (an admin) is not bound per uid.
+    let root: Vec<Peer> = (0..6)
+        .map(|_| {
+            let (chan, id) = open_as(&mut s, 0);
+            assert!(id.is_some());
+            let (p, r) = hello(&mut s, chan);
+            assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+            p
+        })
+        .collect();
+    assert_eq!(root.len(), 6);
+}
+
+#[test]
+fn silent_connections_are_closed_at_the_hello_deadline() {
+    // A long deadline: a silent connection stays (pending) across steps.
+    let mut s = admission_server(ControlConfig {
+        hello_timeout: Duration::from_secs(600),
+        ..ControlConfig::default()
+    });
+    let (chan, id) = open_as(&mut s, 1000);
+    assert!(id.is_some());
+    for _ in 0..5 {
+        s.step(Duration::from_millis(1));
+    }
+    assert_eq!(s.pending(), 1);
+    assert!(matches!(
+        chan.recv::<ServerMsg>(),
+        Err(RecvError::WouldBlock)
+    ));
+
+    // A short one: closed with NotReady once it passed; a client that said Hello in
+    // time is welcomed and stays.
+    let mut s = admission_server(ControlConfig {
+        hello_timeout: Duration::from_millis(20),
+        ..ControlConfig::default()
+    });
+    let (silent, _) = open_as(&mut s, 1000);
+    let (talker, _) = open_as(&mut s, 2000);
+    let (mut talker, r) = hello(&mut s, talker);
+    assert!(matches!(r, Ok(Response::Welcome(_))), "{r:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    s.step(Duration::from_millis(1));
+    let e = match silent.recv::<ServerMsg>() {
+        Ok((
+            ServerMsg::Reply {
+                seq: 0,
+                result: Err(e),
+            },
+            _,
+        )) => e,
+        other => panic!("expected NotReady, got {other:?}"),
+    };
+    assert_eq!(e.code, ErrorCode::NotReady);
+    assert!(
+        e.message.contains("control.hello_timeout_ms"),
+        "{}",
+        e.message
+    );
+    assert!(matches!(silent.recv::<ServerMsg>(), Err(RecvError::Closed)));
+    assert_eq!(s.stats().hello_timeouts, 1);
+    assert_eq!(s.pending(), 0);
+    assert_eq!(s.clients(), 1);
+    let (r, _) = talker.call(&mut s, Request::AllocPd);
+    assert!(matches!(r, Ok(Response::Pd(_))), "{r:?}");
 }

@@ -146,6 +146,11 @@ impl AdminSession {
                 ServerMsg::Reply { seq: s, result } if s == seq => {
                     return result.map_err(|e| CtlError::from_reply(&label, e));
                 }
+                // A refusal before the daemon read anything (policy, full): sequence 0.
+                ServerMsg::Reply {
+                    seq: 0,
+                    result: Err(e),
+                } => return Err(CtlError::from_reply(&label, e)),
                 ServerMsg::Reply { .. } | ServerMsg::Event(_) => continue,
             }
         }

@@ -28,6 +28,9 @@ pub fn control_config(cfg: &Config) -> ControlConfig {
         allow_groups: c.allow_groups.clone(),
         admin_users: c.admin_users.clone(),
         max_clients: c.max_clients as usize,
+        hello_timeout: std::time::Duration::from_millis(c.hello_timeout_ms),
+        max_conns_per_uid: c.max_conns_per_uid as usize,
+        max_pending: c.max_pending as usize,
         max_arena_bytes: c.max_arena_mb << 20,
         max_objects: c.max_objects,
         p2p: cfg.mpa.p2p,
@@ -141,6 +144,14 @@ pub fn start(
         Some(Placement::new(policy, stats)),
     )?;
     server.set_service_ports(service_ports)?;
+    server.set_log(Box::new(|level, msg| {
+        let level = match level {
+            iwarp_control::LogLevel::Warn => crate::log::Level::Warn,
+            iwarp_control::LogLevel::Info => crate::log::Level::Info,
+            iwarp_control::LogLevel::Debug => crate::log::Level::Debug,
+        };
+        crate::log::emit(level, msg);
+    }));
     server.bind()?;
     std::thread::Builder::new()
         .name("iwarpd-control".into())

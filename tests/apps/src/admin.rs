@@ -45,8 +45,9 @@ impl RawClient {
                 name: name.into(),
             },
         };
-        chan.send(&hello, &[])
-            .map_err(|e| format!("send Hello: {e}"))?;
+        // A connection refused at once (policy, full daemon) is answered and closed
+        // before the daemon reads anything: the send may fail, the answer is there.
+        let sent = chan.send(&hello, &[]);
         let mut c = RawClient {
             chan,
             welcome: Welcome {
@@ -62,7 +63,10 @@ impl RawClient {
             seq: 1,
             events: VecDeque::new(),
         };
-        let (result, mut fds) = c.wait_reply(1)?;
+        let (result, mut fds) = c.wait_reply(1).map_err(|e| match &sent {
+            Err(s) => format!("send Hello: {s}; {e}"),
+            Ok(()) => e,
+        })?;
         match result {
             Ok(Response::Welcome(w)) => {
                 c.welcome = w;
@@ -101,6 +105,7 @@ impl RawClient {
     /// Waits for the reply with sequence number `seq`, keeping events aside.
     pub fn wait_reply(&mut self, seq: u64) -> Result<Reply, String> {
         let end = Instant::now() + REPLY_TIMEOUT;
+        let mut reset = false;
         loop {
             if Instant::now() > end {
                 return Err(format!(
@@ -111,6 +116,14 @@ impl RawClient {
                 Ok((ServerMsg::Reply { seq: s, result }, fds)) if s == seq => {
                     return Ok((result, fds))
                 }
+                // The refusal of a connection before its first message was read.
+                Ok((
+                    ServerMsg::Reply {
+                        seq: 0,
+                        result: Err(e),
+                    },
+                    fds,
+                )) => return Ok((Err(e), fds)),
                 Ok((ServerMsg::Reply { seq: s, result }, _)) => {
                     return Err(format!("reply to {s} while waiting for {seq}: {result:?}"))
                 }
@@ -119,6 +132,13 @@ impl RawClient {
                     return Err(format!(
                         "no reply to request {seq} within {REPLY_TIMEOUT:?}"
                     ))
+                }
+                // Refused and closed before the daemon read our request: the reset comes
+                // first, the answer next.
+                Err(RecvError::Io(e))
+                    if e.kind() == std::io::ErrorKind::ConnectionReset && !reset =>
+                {
+                    reset = true;
                 }
                 Err(e) => return Err(format!("receive: {e}")),
             }
@@ -130,6 +150,19 @@ impl RawClient {
         match self.call(Request::Admin(req))? {
             Ok(Response::Admin(a)) => Ok(a),
             other => Err(format!("admin answered {other:?}")),
+        }
+    }
+
+    /// A counter of the control thread (`control_refused_policy`, ...).
+    pub fn control_counter(&mut self, name: &str) -> Result<u64, String> {
+        match self.admin(AdminRequest::Counters)? {
+            AdminResponse::Counters(sets) => sets
+                .iter()
+                .flat_map(|s| s.values.iter())
+                .find(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .ok_or_else(|| format!("no counter {name}")),
+            other => Err(format!("Counters answered {other:?}")),
         }
     }
 

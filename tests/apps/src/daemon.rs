@@ -3,6 +3,10 @@
 //! Daemon A is the memif server at 198.18.0.1 on CPU 1, daemon B the memif client at
 //! 198.18.0.2 on CPU 0 (one dataplane core each: the CI machine has two). Names are unique
 //! per test and process, so memif and verbs sockets never collide.
+//!
+//! A daemon killed with SIGKILL (by a test, or when its [`Daemon`] is dropped) cannot
+//! remove its socket files: the drop removes them (the verbs socket, the stats socket),
+//! and the daemon's log unless the test failed.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -27,10 +31,21 @@ pub struct Daemon {
     child: Option<Child>,
     log: PathBuf,
     spawn_args: (String, String, String),
+    /// `--set` overrides beyond the harness's own.
+    sets: Vec<String>,
+    /// The files are another `Daemon`'s now (restart): leave them on drop.
+    files_handed_over: bool,
 }
 
 impl Daemon {
-    fn spawn(name: &str, config: &str, cpu: &str, device: &str, ip: [u8; 4]) -> Daemon {
+    fn spawn(
+        name: &str,
+        config: &str,
+        cpu: &str,
+        device: &str,
+        ip: [u8; 4],
+        sets: &[String],
+    ) -> Daemon {
         let bin = workspace_bin("iwarpd", "iwarpd");
         let log = std::env::temp_dir().join(format!("{name}.log"));
         let log_file = std::fs::File::create(&log).expect("daemon log file");
@@ -48,6 +63,7 @@ impl Daemon {
                 "--set",
                 "tcp.delayed_ack_us=0",
             ])
+            .args(sets.iter().flat_map(|s| ["--set", s.as_str()]))
             .stdin(Stdio::null())
             .stdout(log_file)
             .stderr(err_file)
@@ -60,7 +76,19 @@ impl Daemon {
             child: Some(child),
             log,
             spawn_args: (config.into(), cpu.into(), device.into()),
+            sets: sets.to_vec(),
+            files_handed_over: false,
         }
+    }
+
+    /// The files a daemon of this name leaves when it is killed: its verbs socket and
+    /// its stats socket (`/run/iwarpd/<name>.sock`). The memif socket of the examples is
+    /// abstract (no file).
+    fn socket_files(&self) -> [PathBuf; 2] {
+        [
+            self.socket.clone(),
+            Path::new(iwarp_verbs_proto::DEFAULT_SOCKET_DIR).join(format!("{}.sock", self.name)),
+        ]
     }
 
     /// SIGKILL (no teardown, no goodbye to clients or peers); waits for the process.
@@ -76,9 +104,10 @@ impl Daemon {
     pub fn restart(&mut self) {
         self.kill();
         let (config, cpu, device) = self.spawn_args.clone();
-        let mut d = Daemon::spawn(&self.name, &config, &cpu, &device, self.ip);
+        let mut d = Daemon::spawn(&self.name, &config, &cpu, &device, self.ip, &self.sets);
         d.wait_ready();
         self.child = d.child.take();
+        d.files_handed_over = true;
     }
 
     /// The daemon's output so far.
@@ -215,6 +244,17 @@ impl Drop for Daemon {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // Killed (here or by the test): what it could not remove. The names are this
+        // test process's own, so no other daemon holds them.
+        if self.files_handed_over {
+            return;
+        }
+        for f in self.socket_files() {
+            let _ = std::fs::remove_file(f);
+        }
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_file(&self.log);
+        }
     }
 }
 
@@ -237,6 +277,12 @@ impl DaemonPair {
     /// Like [`DaemonPair::start`] with dataplane CPU lists of A and B (e.g. `"0,1"` for
     /// two dataplane cores each; memif then carries one queue pair per core).
     pub fn start_on(tag: &str, a_cpus: &str, b_cpus: &str) -> DaemonPair {
+        DaemonPair::start_with(tag, a_cpus, b_cpus, &[])
+    }
+
+    /// Like [`DaemonPair::start_on`] with `--set` overrides for daemon B.
+    pub fn start_with(tag: &str, a_cpus: &str, b_cpus: &str, b_sets: &[&str]) -> DaemonPair {
+        let b_sets: Vec<String> = b_sets.iter().map(|s| s.to_string()).collect();
         let id = std::process::id();
         let memif = format!("/run/iwarpd/ap-{tag}-{id}.memif");
         let a_dev = format!("net_memif0,role=server,socket={memif}");
@@ -247,6 +293,7 @@ impl DaemonPair {
             a_cpus,
             &a_dev,
             [198, 18, 0, 1],
+            &[],
         );
         a.wait_ready();
         let mut b = Daemon::spawn(
@@ -255,6 +302,7 @@ impl DaemonPair {
             b_cpus,
             &b_dev,
             [198, 18, 0, 2],
+            &b_sets,
         );
         b.wait_ready();
         let pair = DaemonPair { a, b };
@@ -300,6 +348,12 @@ impl DaemonPair {
 impl Daemon {
     /// One daemon alone (a memif server without peer): for tests of the control path.
     pub fn start_alone(tag: &str) -> Daemon {
+        Daemon::start_alone_with(tag, &[])
+    }
+
+    /// Like [`Daemon::start_alone`] with `--set` overrides (`"control.max_clients=2"`).
+    pub fn start_alone_with(tag: &str, sets: &[&str]) -> Daemon {
+        let sets: Vec<String> = sets.iter().map(|s| s.to_string()).collect();
         let id = std::process::id();
         let dev = format!("net_memif0,role=server,socket=/run/iwarpd/ap-{tag}-{id}.memif");
         let mut d = Daemon::spawn(
@@ -308,6 +362,7 @@ impl Daemon {
             "1",
             &dev,
             [198, 18, 0, 1],
+            &sets,
         );
         d.wait_ready();
         d

@@ -56,7 +56,8 @@ enum iwv_error {
     IWV_ETIMEDOUT = 110,      /* the daemon did not answer in time / wait timed out */
     IWV_EDAEMONGONE = 1001,   /* the daemon is gone: every object is gone with it   */
     IWV_EQUEUEFULL = 1002,    /* work queue full: poll completions, post again      */
-    IWV_EPANIC = 1003         /* a bug in the library (caught, nothing unwound)     */
+    IWV_EPANIC = 1003,        /* a bug in the library (caught, nothing unwound)     */
+    IWV_EDAEMONFULL = 1004    /* the daemon serves control.max_clients: try later   */
 };
 
 /* A sentence for a code (negative or positive); never NULL. */
@@ -120,7 +121,10 @@ struct iwv_port_attr {
 };
 
 /* Connects to daemon `name` (/run/iwarpd/<name>.verbs; NULL: "iwarpd"), or to the
- * socket in the environment variable IWARP_VERBS_SOCKET if set. */
+ * socket in the environment variable IWARP_VERBS_SOCKET if set. A daemon that serves
+ * control.max_clients clients already answers IWV_EDAEMONFULL (try again later); one
+ * whose policy does not admit this user IWV_EACCES; a user over its connection limit
+ * (control.max_conns_per_uid) gets IWV_ENOSPC. */
 struct iwv_context *iwv_open(const char *name);
 /* Connects to the verbs socket at `socket_path`. */
 struct iwv_context *iwv_open_path(const char *socket_path);

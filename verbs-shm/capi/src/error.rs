@@ -29,9 +29,10 @@ pub const IWV_ETIMEDOUT: c_int = 110;
 pub const IWV_EDAEMONGONE: c_int = 1001;
 pub const IWV_EQUEUEFULL: c_int = 1002;
 pub const IWV_EPANIC: c_int = 1003;
+pub const IWV_EDAEMONFULL: c_int = 1004;
 
 /// Every code with its sentence (`iwv_strerror`), NUL-terminated.
-const SENTENCES: [(c_int, &CStr); 22] = [
+const SENTENCES: [(c_int, &CStr); 23] = [
     (IWV_EPERM, c"operation not permitted"),
     (IWV_ENOENT, c"no such object"),
     (IWV_EIO, c"iwarpd failed internally"),
@@ -66,6 +67,10 @@ const SENTENCES: [(c_int, &CStr); 22] = [
         c"work queue full: poll completions, then post again",
     ),
     (IWV_EPANIC, c"internal error in the iwarp-verbs C library"),
+    (
+        IWV_EDAEMONFULL,
+        c"iwarpd is full: it serves as many clients as it may (control.max_clients); try again later",
+    ),
 ];
 
 /// The sentence of `code` (either sign).
@@ -118,6 +123,7 @@ pub(crate) fn daemon_code(code: ErrorCode) -> c_int {
         NoRoute => IWV_ENETUNREACH,
         InvalidConnection => IWV_ENOTCONN,
         WrongCore => IWV_EXDEV,
+        DaemonFull => IWV_EDAEMONFULL,
     }
 }
 
@@ -127,6 +133,7 @@ pub(crate) fn code_of(e: &Error) -> c_int {
         Error::Daemon(r) => daemon_code(r.code),
         Error::Timeout => IWV_ETIMEDOUT,
         Error::DaemonGone => IWV_EDAEMONGONE,
+        Error::DaemonFull(_) => IWV_EDAEMONFULL,
         Error::QueueFull => IWV_EQUEUEFULL,
         Error::WouldBlock => IWV_EAGAIN,
         Error::InvalidArgument(_) => IWV_EINVAL,
@@ -297,5 +304,12 @@ mod tests {
         assert_eq!(daemon_code(ErrorCode::InvalidQpState), IWV_EINVAL);
         let io = Error::Io(std::io::Error::from_raw_os_error(IWV_EACCES));
         assert_eq!(code_of(&io), IWV_EACCES);
+        assert_eq!(daemon_code(ErrorCode::DaemonFull), IWV_EDAEMONFULL);
+        let full = Error::DaemonFull("control.max_clients (2)".into());
+        assert_eq!(code_of(&full), IWV_EDAEMONFULL);
+        assert!(strerror(IWV_EDAEMONFULL)
+            .to_str()
+            .unwrap()
+            .starts_with("iwarpd is full"));
     }
 }

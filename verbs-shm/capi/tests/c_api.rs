@@ -207,6 +207,7 @@ fn abi_table() -> Vec<(String, u64)> {
         ("IWV_EDAEMONGONE", IWV_EDAEMONGONE),
         ("IWV_EQUEUEFULL", IWV_EQUEUEFULL),
         ("IWV_EPANIC", IWV_EPANIC),
+        ("IWV_EDAEMONFULL", IWV_EDAEMONFULL),
     ];
     for (n, v) in codes {
         t.push((n.into(), v as u64));

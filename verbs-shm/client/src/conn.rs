@@ -212,8 +212,12 @@ impl Conn {
                 name: name.chars().take(64).collect(),
             },
         };
-        channel.send(&hello, &[]).map_err(send_error)?;
+        // A daemon that refuses the connection at once (policy, full) answers before it
+        // reads anything and closes: the send may then fail, but the answer waits in the
+        // socket; it is the better error.
+        let sent = channel.send(&hello, &[]).map_err(send_error);
         let deadline = Instant::now() + timeout;
+        let mut resets = 0;
         let (result, fds) = loop {
             match channel.recv::<ServerMsg>() {
                 Ok((
@@ -225,15 +229,23 @@ impl Conn {
                 )) => break (result, fds),
                 // Nothing else is expected before the Welcome; skip it.
                 Ok(_) | Err(RecvError::Frame(_)) | Err(RecvError::Truncated) => {}
-                Err(RecvError::WouldBlock) => return Err(Error::Timeout),
-                Err(RecvError::Closed) => return Err(Error::DaemonGone),
-                Err(RecvError::Io(e)) => return Err(Error::Io(e)),
+                Err(RecvError::WouldBlock) => return Err(sent.err().unwrap_or(Error::Timeout)),
+                Err(RecvError::Closed) => return Err(sent.err().unwrap_or(Error::DaemonGone)),
+                // The daemon answered and closed before it read our Hello: the first
+                // receive reports the reset, the next one the answer (or end of file).
+                Err(RecvError::Io(e))
+                    if e.kind() == std::io::ErrorKind::ConnectionReset && resets == 0 =>
+                {
+                    resets += 1;
+                }
+                Err(RecvError::Io(e)) => return Err(sent.err().unwrap_or(Error::Io(e))),
             }
             if Instant::now() >= deadline {
                 return Err(Error::Timeout);
             }
         };
-        let welcome = result?;
+        let welcome = result.map_err(Error::from)?;
+        sent?;
         channel.set_recv_timeout(None)?;
         let channel = Arc::new(channel);
         let shared = Arc::new(ConnShared::new()?);

@@ -19,6 +19,10 @@ pub enum Error {
     /// The daemon is gone (it shut down or its socket closed): every object of this
     /// context is gone with it. Every later call, post and poll returns this.
     DaemonGone,
+    /// The daemon is up but serves as many clients as it may (`control.max_clients`);
+    /// it answered `DaemonFull` instead of `Welcome` (the message says more). Try again
+    /// later.
+    DaemonFull(String),
     /// The ring has no free slot (post): poll completions, then post again.
     QueueFull,
     /// Non-blocking read of an event queue or channel with nothing in it.
@@ -37,6 +41,7 @@ impl Error {
     pub fn code(&self) -> Option<ErrorCode> {
         match self {
             Error::Daemon(r) => Some(r.code),
+            Error::DaemonFull(_) => Some(ErrorCode::DaemonFull),
             _ => None,
         }
     }
@@ -56,6 +61,7 @@ impl fmt::Display for Error {
             Error::Daemon(r) => write!(f, "iwarpd refused: {r}"),
             Error::Timeout => f.write_str("iwarpd did not answer in time"),
             Error::DaemonGone => f.write_str("iwarpd is gone"),
+            Error::DaemonFull(m) => write!(f, "iwarpd is full: {m}"),
             Error::QueueFull => f.write_str("work queue full"),
             Error::WouldBlock => f.write_str("no event"),
             Error::InvalidArgument(m) => write!(f, "invalid argument: {m}"),
@@ -89,6 +95,9 @@ impl From<rustix::io::Errno> for Error {
 
 impl From<ErrorReply> for Error {
     fn from(r: ErrorReply) -> Error {
-        Error::Daemon(r)
+        match r.code {
+            ErrorCode::DaemonFull => Error::DaemonFull(r.message),
+            _ => Error::Daemon(r),
+        }
     }
 }

@@ -407,3 +407,41 @@ fn open_path_without_daemon_names_the_path() {
     let e = Context::open_path(std::path::Path::new("/nonexistent/iwarpd.verbs")).unwrap_err();
     assert!(e.to_string().contains("/nonexistent/iwarpd.verbs"), "{e}");
 }
+
+/// A daemon that refuses the connection before reading anything (sequence number 0)
+/// and closes.
+fn refusing_daemon(code: iwarp_verbs_proto::ErrorCode) -> iwarp_verbs_proto::Channel {
+    use iwarp_verbs_proto::{Channel, ErrorReply, ServerMsg};
+    let (client, daemon) = Channel::pair().unwrap();
+    daemon
+        .send(
+            &ServerMsg::Reply {
+                seq: 0,
+                result: Err(ErrorReply::new(code, "control.max_clients (2) clients")),
+            },
+            &[],
+        )
+        .unwrap();
+    drop(daemon);
+    client
+}
+
+#[test]
+fn a_full_daemon_is_full_not_gone() {
+    use iwarp_verbs_proto::ErrorCode;
+    // The daemon closed before the Hello was sent: the send fails, the answer waits.
+    let e = Context::from_channel(refusing_daemon(ErrorCode::DaemonFull)).unwrap_err();
+    assert!(matches!(e, Error::DaemonFull(_)), "{e:?}");
+    assert_eq!(e.code(), Some(ErrorCode::DaemonFull));
+    let text = e.to_string();
+    assert!(text.starts_with("iwarpd is full"), "{text}");
+    assert!(!text.contains("gone"), "{text}");
+    // Other refusals before Hello stay daemon refusals.
+    let e = Context::from_channel(refusing_daemon(ErrorCode::PermissionDenied)).unwrap_err();
+    assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e:?}");
+    // A daemon that closes without a word is gone.
+    let (client, daemon) = iwarp_verbs_proto::Channel::pair().unwrap();
+    drop(daemon);
+    let e = Context::from_channel(client).unwrap_err();
+    assert!(matches!(e, Error::DaemonGone), "{e:?}");
+}

@@ -78,6 +78,10 @@ pub enum ErrorCode {
     InvalidConnection,
     /// A QP on another dataplane core than the connection, the SRQ or the CQ it needs.
     WrongCore,
+    // Admission (appended: the variants above keep their wire numbers).
+    /// The daemon serves `control.max_clients` clients already: try again later. Sent
+    /// instead of `Welcome` (also before `Hello`, with sequence number 0).
+    DaemonFull,
 }
 
 /// An error answer.

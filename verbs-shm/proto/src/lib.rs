@@ -10,6 +10,13 @@
 //! - The client speaks first: [`Request::Hello`] with [`PROTOCOL_VERSION`]; the daemon
 //!   checks the peer's credentials (`SO_PEERCRED`) against its access policy and answers
 //!   [`Response::Welcome`] (with the client's ring-area memfd) or an error, then closes.
+//! - A connection the daemon refuses before reading anything (a user its policy does not
+//!   admit, a full daemon, a user over its connection limit) gets one
+//!   `ServerMsg::Reply { seq: 0, result: Err(..) }` ([`ErrorCode::PermissionDenied`],
+//!   [`ErrorCode::DaemonFull`], [`ErrorCode::LimitReached`]) and is closed at once; so is
+//!   a connection that says nothing within `control.hello_timeout_ms`
+//!   ([`ErrorCode::NotReady`]). Clients say `Hello` with sequence number 0, so that such
+//!   an answer reads as the answer to their `Hello`.
 //! - Then every [`ClientMsg`] carries a sequence number that the daemon echoes in its
 //!   [`ServerMsg::Reply`]; [`ServerMsg::Event`]s (connection management, asynchronous
 //!   events, daemon shutdown) arrive unsolicited, in between.
