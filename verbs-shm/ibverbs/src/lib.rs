@@ -21,10 +21,14 @@
 pub mod sys;
 
 mod context;
+mod cq;
 mod debug;
 mod device;
 mod errno;
+mod object;
 mod ops;
+mod pd;
+mod qp;
 mod strs;
 mod stub;
 

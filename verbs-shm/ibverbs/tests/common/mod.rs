@@ -92,3 +92,31 @@ pub fn text(o: &Output) -> (String, String) {
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }
+
+/// Compiles `tests/c/<name>.c` against the system's rdma-core headers and links it
+/// against this build's library (`-L lib -libverbs`, plus `extra` flags); the executable.
+pub fn compile_c(name: &str, lib: &Path, extra: &[&str]) -> PathBuf {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
+    let out = temp_dir(&format!("cc-{name}")).join(name);
+    // The linker looks for libibverbs.so (the development name) beside the soname.
+    let dev = lib.join("libibverbs.so");
+    if !dev.exists() {
+        std::os::unix::fs::symlink(profile_dir().join("libibverbs.so"), &dev).expect("symlink");
+    }
+    let o = Command::new("cc")
+        .args(["-Wall", "-Wextra", "-Werror", "-O1", "-o"])
+        .arg(&out)
+        .arg(&src)
+        .arg(format!("-L{}", lib.display()))
+        .args(extra)
+        .arg("-libverbs")
+        .output()
+        .expect("run cc");
+    assert!(
+        o.status.success(),
+        "cc {}:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    out
+}
