@@ -1,6 +1,7 @@
 //! Builds rdma-core's ABI for `libibverbs.so.1`:
-//! - bindgen over the installed `<infiniband/verbs.h>` (Debian's libibverbs-dev): the exact
-//!   layouts of `ibv_context`, `verbs_context`, `ibv_qp`, `ibv_wc`, ... (`$OUT_DIR/verbs.rs`);
+//! - bindgen over the installed `<infiniband/verbs.h>` and `<rdma/rdma_cma.h>` (Debian's
+//!   libibverbs-dev, librdmacm-dev): the exact layouts of `ibv_context`, `verbs_context`,
+//!   `ibv_qp`, `ibv_wc`, `rdma_cm_id`, ... (`$OUT_DIR/verbs.rs`);
 //! - from `symbols.txt` (every symbol of rdma-core 44's library with its version): the
 //!   linker version script (`$OUT_DIR/libibverbs.map`), the soname, and `$OUT_DIR/symver.rs`:
 //!   per symbol an entry point `NAME@@VERSION` (`.symver`) that jumps to the implementation
@@ -18,6 +19,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 const HEADER: &str = "/usr/include/infiniband/verbs.h";
+const CM_HEADER: &str = "/usr/include/rdma/rdma_cma.h";
 
 fn main() {
     let dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
@@ -25,8 +27,11 @@ fn main() {
     println!("cargo:rerun-if-changed=symbols.txt");
     println!("cargo:rerun-if-changed=src");
     println!("cargo:rerun-if-changed={HEADER}");
-    if !Path::new(HEADER).exists() {
-        panic!("{HEADER} is missing: install libibverbs-dev (scripts/setup.sh)");
+    println!("cargo:rerun-if-changed={CM_HEADER}");
+    for (h, pkg) in [(HEADER, "libibverbs-dev"), (CM_HEADER, "librdmacm-dev")] {
+        if !Path::new(h).exists() {
+            panic!("{h} is missing: install {pkg} (scripts/setup.sh)");
+        }
     }
     bindings(&out);
     symbols(&dir, &out);
@@ -34,9 +39,12 @@ fn main() {
 
 fn bindings(out: &Path) {
     bindgen::Builder::default()
-        .header_contents("wrapper.h", "#include <infiniband/verbs.h>\n")
-        .allowlist_type("ibv_.*|verbs_.*|_ibv_.*|_compat_ibv_.*")
-        .allowlist_var("IBV_.*|VERBS_.*")
+        .header_contents(
+            "wrapper.h",
+            "#include <infiniband/verbs.h>\n#include <rdma/rdma_cma.h>\n",
+        )
+        .allowlist_type("ibv_.*|verbs_.*|_ibv_.*|_compat_ibv_.*|rdma_.*")
+        .allowlist_var("IBV_.*|VERBS_.*|RDMA_.*|RAI_.*")
         .blocklist_function(".*")
         .default_enum_style(bindgen::EnumVariation::Consts)
         .prepend_enum_name(false)

@@ -3,7 +3,7 @@
 //! the ops `poll_cq` and `req_notify_cq` the header's inline functions call).
 
 use std::ffi::{c_int, c_void};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -20,6 +20,8 @@ pub(crate) struct IwChannel {
     pub(crate) ch: sys::ibv_comp_channel,
     magic: AtomicU64,
     pub(crate) client: CompChannel,
+    /// `ch.fd`: an epoll fd over the client's eventfd (crate::fdwrap).
+    epoll: OwnedFd,
     /// The CQs attached (the daemon's CQ handle, the `IwCq` address), at most one per CQ.
     cqs: Mutex<Vec<(u32, usize)>>,
 }
@@ -47,15 +49,23 @@ pub extern "C" fn iwarp_ibv_create_comp_channel(
     };
     match c.client.create_comp_channel() {
         Ok(client) => {
-            let fd = std::os::fd::AsFd::as_fd(&client).as_raw_fd();
+            let inner = std::os::fd::AsFd::as_fd(&client).as_raw_fd();
+            let epoll = match crate::fdwrap::epoll_over(&[inner]) {
+                Ok(e) => e,
+                Err(n) => {
+                    fail_with("ibv_create_comp_channel", n, "epoll");
+                    return std::ptr::null_mut();
+                }
+            };
             into_raw(IwChannel {
                 ch: sys::ibv_comp_channel {
                     context: ctx,
-                    fd,
+                    fd: epoll.as_raw_fd(),
                     refcnt: 0,
                 },
                 magic: AtomicU64::new(IwChannel::MAGIC),
                 client,
+                epoll,
                 cqs: Mutex::new(Vec::new()),
             })
         }
@@ -102,19 +112,16 @@ pub unsafe extern "C" fn iwarp_ibv_get_cq_event(
         fail_with(WHAT, libc::EINVAL, "NULL output");
         return -1;
     }
-    // SAFETY: fcntl on the channel's own fd.
-    let nonblocking = unsafe { libc::fcntl(c.ch.fd, libc::F_GETFL) } & libc::O_NONBLOCK != 0;
     loop {
-        let got = if nonblocking {
-            c.client.try_get_cq_event()
-        } else {
-            c.client.get_cq_event()
-        };
-        let handle = match got {
+        let handle = match c.client.try_get_cq_event() {
             Ok(h) => h.0,
             Err(Error::WouldBlock) => {
-                set_errno(libc::EAGAIN);
-                return -1;
+                if crate::fdwrap::is_nonblocking(c.ch.fd) {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+                crate::fdwrap::wait_readable(c.epoll.as_raw_fd());
+                continue;
             }
             Err(e) => {
                 fail(WHAT, &e);
@@ -129,6 +136,9 @@ pub unsafe extern "C" fn iwarp_ibv_get_cq_event(
             .find(|(h, _)| *h == handle)
             .map(|(_, p)| *p);
         // A notification for a CQ destroyed meanwhile is dropped; wait for the next.
+        if found.is_none() {
+            crate::debug::debug!("{WHAT}: event for CQ {handle}, not one of the channel's");
+        }
         if let Some(p) = found {
             let q = p as *mut IwCq;
             // SAFETY: attached CQs are live (destroy detaches first); outputs checked.

@@ -20,11 +20,15 @@
 
 pub mod sys;
 
+mod cm_addr;
+mod cm_channel;
+mod cm_id;
 mod context;
 mod cq;
 mod debug;
 mod device;
 mod errno;
+mod fdwrap;
 mod object;
 mod ops;
 mod pd;

@@ -59,6 +59,44 @@ fn exports_every_rdma_core_44_symbol_with_its_version_and_the_soname() {
 }
 
 #[test]
+fn librdmacm_exports_every_rdma_core_44_symbol_with_its_version() {
+    let so = rdmacm_so();
+    let want: BTreeSet<(String, String)> = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../rdmacm/symbols.txt"
+    ))
+    .unwrap()
+    .lines()
+    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+    .map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f[0].to_string(), f[1].to_string())
+    })
+    .collect();
+    assert!(want.len() > 60, "symbols.txt has {} symbols", want.len());
+    let dump = run("objdump", &["-T", so.to_str().unwrap()]);
+    let have: BTreeSet<(String, String)> = dump
+        .lines()
+        .filter(|l| !l.contains("*UND*"))
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (v, n) = (f.get(f.len().wrapping_sub(2))?, f.last()?);
+            (v.starts_with("RDMACM_") && v != n).then(|| (v.to_string(), n.to_string()))
+        })
+        .collect();
+    assert_eq!(want, have, "librdmacm.so's versioned symbols");
+    let dynamic = run("readelf", &["-d", so.to_str().unwrap()]);
+    assert!(
+        dynamic.contains("Library soname: [librdmacm.so.1]"),
+        "{dynamic}"
+    );
+    assert!(
+        dynamic.contains("Shared library: [libibverbs.so.1]"),
+        "{dynamic}"
+    );
+}
+
+#[test]
 fn distribution_binaries_resolve_every_symbol_against_it() {
     let lib = lib_dir("abi");
     let mut checked = 0;

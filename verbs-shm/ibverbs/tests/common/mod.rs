@@ -25,13 +25,38 @@ pub fn temp_dir(tag: &str) -> PathBuf {
     d
 }
 
-/// A directory holding `libibverbs.so.1` -> this build's `libibverbs.so`.
+/// This build's `librdmacm.so` (crate iwarp-rdmacm, built here if missing: a test cannot
+/// depend on a cdylib-only crate).
+pub fn rdmacm_so() -> PathBuf {
+    let so = profile_dir().join("librdmacm.so");
+    if !so.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let st = Command::new(cargo)
+            .current_dir(workspace_root())
+            .args(["build", "-q", "-p", "iwarp-rdmacm"])
+            .status()
+            .expect("run cargo build");
+        assert!(st.success(), "cargo build -p iwarp-rdmacm failed");
+    }
+    assert!(so.exists(), "{} not built", so.display());
+    so
+}
+
+/// A directory holding `libibverbs.so.1` and `librdmacm.so.1` -> this build's libraries.
 pub fn lib_dir(tag: &str) -> PathBuf {
     let so = profile_dir().join("libibverbs.so");
     assert!(so.exists(), "{} not built", so.display());
     let d = temp_dir(&format!("lib-{tag}"));
     std::os::unix::fs::symlink(&so, d.join("libibverbs.so.1")).expect("symlink");
+    std::os::unix::fs::symlink(rdmacm_so(), d.join("librdmacm.so.1")).expect("symlink");
     d
+}
+
+/// A directory listing only the daemon `d` (other daemons of the machine stay out).
+pub fn verbs_dir_of(tag: &str, d: &iwarp_apps_tests::Daemon) -> PathBuf {
+    let dir = temp_dir(&format!("verbs-{tag}"));
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).expect("symlink");
+    dir
 }
 
 /// The path of a system program (Debian's ibverbs-utils, perftest, rdmacm-utils), or None.
