@@ -27,3 +27,66 @@ fn verbs_objects_through_rdma_cores_header() {
         d.log_text()
     );
 }
+
+/// Runs `rc_cm server` on daemon A and `rc_cm client` on daemon B: SEND/RECV, a 256 KiB
+/// RDMA READ and RDMA WRITE, every byte checked on the side that receives it.
+#[test]
+fn send_write_read_between_two_daemons_through_rdma_cores_headers() {
+    if !can_run_daemons("send_write_read_between_two_daemons_through_rdma_cores_headers") {
+        return;
+    }
+    let lib = lib_dir("rccm");
+    let prog = compile_c("rc_cm", &lib, &["-lrdmacm"]);
+    let _lock = SystemLock::acquire();
+    let pair = iwarp_apps_tests::DaemonPair::start("rccm");
+    let dir_a = verbs_dir_of("rccm-a", &pair.a);
+    let dir_b = verbs_dir_of("rccm-b", &pair.b);
+    let ip = format!(
+        "{}.{}.{}.{}",
+        pair.a.ip[0], pair.a.ip[1], pair.a.ip[2], pair.a.ip[3]
+    );
+    let run = iwarp_apps_tests::system::workspace_root().join("scripts/iwarp-run");
+    let mut server = std::process::Command::new(&run)
+        .arg(&prog)
+        .args(["server", &ip, "7300"])
+        .env("IWARP_LIB_DIR", &lib)
+        .env("IWARP_VERBS_DIR", &dir_a)
+        .env("IWARP_DEBUG", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    // Wait for "listening" before the client connects.
+    let mut so = std::io::BufReader::new(server.stdout.take().expect("server stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut so, &mut line).expect("read the server's first line");
+    assert_eq!(line.trim(), "listening", "server did not listen");
+    let client = iwarp_run(&lib, &dir_b, &prog, &["client", &ip, "7300"]);
+    let (cout, cerr) = text(&client);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < end {
+        if let Ok(Some(_)) = server.try_wait() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = server.kill();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut so, &mut rest);
+    let sres = server.wait_with_output().expect("server output");
+    let serr = String::from_utf8_lossy(&sres.stderr);
+    let report = format!(
+        "client ({}):\n{cout}\n{cerr}\nserver ({}):\n{rest}\n{serr}\n{}",
+        client.status,
+        sres.status,
+        pair.logs()
+    );
+    assert!(
+        client.status.success() && cout.trim() == "ok",
+        "client:\n{report}"
+    );
+    assert!(
+        sres.status.success() && rest.trim() == "ok",
+        "server:\n{report}"
+    );
+}

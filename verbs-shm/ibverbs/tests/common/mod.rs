@@ -119,14 +119,19 @@ pub fn text(o: &Output) -> (String, String) {
 }
 
 /// Compiles `tests/c/<name>.c` against the system's rdma-core headers and links it
-/// against this build's library (`-L lib -libverbs`, plus `extra` flags); the executable.
+/// against this build's libraries (`-L lib`, `extra` flags such as `-lrdmacm`, then
+/// `-libverbs`); the executable.
 pub fn compile_c(name: &str, lib: &Path, extra: &[&str]) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/c/{name}.c"));
     let out = temp_dir(&format!("cc-{name}")).join(name);
-    // The linker looks for libibverbs.so (the development name) beside the soname.
-    let dev = lib.join("libibverbs.so");
-    if !dev.exists() {
-        std::os::unix::fs::symlink(profile_dir().join("libibverbs.so"), &dev).expect("symlink");
+    // The linker looks for the development names beside the sonames.
+    for (dev, so) in [
+        ("libibverbs.so", profile_dir().join("libibverbs.so")),
+        ("librdmacm.so", rdmacm_so()),
+    ] {
+        if !lib.join(dev).exists() {
+            std::os::unix::fs::symlink(so, lib.join(dev)).expect("symlink");
+        }
     }
     let o = Command::new("cc")
         .args(["-Wall", "-Wextra", "-Werror", "-O1", "-o"])
