@@ -25,6 +25,42 @@ pub(crate) struct IwContext {
     magic: u64,
     pub(crate) client: Context,
     pub(crate) device: &'static IwDevice,
+    /// `ibv_context::async_fd`: an epoll fd over the client's async event fd
+    /// (crate::fdwrap).
+    async_fd: std::os::fd::OwnedFd,
+    /// The QPs and CQs of the context by the daemon's handle, for async events (bounded
+    /// by the daemon's limits on QPs and CQs).
+    objects: std::sync::Mutex<Vec<(ObjKind, u32, usize)>>,
+}
+
+/// What an entry of [`IwContext`]'s object table is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ObjKind {
+    Qp,
+    Cq,
+}
+
+impl IwContext {
+    fn objects(&self) -> std::sync::MutexGuard<'_, Vec<(ObjKind, u32, usize)>> {
+        self.objects.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records a QP or CQ of this context (its application pointer).
+    pub(crate) fn register(&self, kind: ObjKind, handle: u32, ptr: usize) {
+        self.objects().push((kind, handle, ptr));
+    }
+
+    /// Forgets a QP or CQ being destroyed.
+    pub(crate) fn unregister(&self, kind: ObjKind, handle: u32) {
+        self.objects().retain(|o| !(o.0 == kind && o.1 == handle));
+    }
+
+    fn lookup(&self, kind: ObjKind, handle: u32) -> Option<usize> {
+        self.objects()
+            .iter()
+            .find(|o| o.0 == kind && o.1 == handle)
+            .map(|o| o.2)
+    }
 }
 
 impl IwContext {
@@ -70,12 +106,22 @@ pub extern "C" fn iwarp_ibv_open_device(dev: *mut sys::ibv_device) -> *mut sys::
             return std::ptr::null_mut();
         }
     };
-    let async_fd = std::os::fd::AsRawFd::as_raw_fd(&client.async_fd());
+    let inner_fd = std::os::fd::AsRawFd::as_raw_fd(&client.async_fd());
+    let async_fd = match crate::fdwrap::epoll_over(&[inner_fd]) {
+        Ok(e) => e,
+        Err(n) => {
+            fail_with("ibv_open_device", n, "epoll");
+            return std::ptr::null_mut();
+        }
+    };
+    let raw_async_fd = std::os::fd::AsRawFd::as_raw_fd(&async_fd);
     let mut b = Box::new(IwContext {
         vctx: sys::verbs_context::default(),
         magic: CONTEXT_MAGIC,
         client,
         device,
+        async_fd,
+        objects: std::sync::Mutex::new(Vec::new()),
     });
     let v = &mut b.vctx;
     v.sz = size_of::<sys::verbs_context>();
@@ -85,7 +131,7 @@ pub extern "C" fn iwarp_ibv_open_device(dev: *mut sys::ibv_device) -> *mut sys::
     let c = &mut v.context;
     c.device = dev;
     c.cmd_fd = -1;
-    c.async_fd = async_fd;
+    c.async_fd = raw_async_fd;
     c.num_comp_vectors = 1;
     c.abi_compat = sys::VERBS_ABI_IS_EXTENDED;
     // A zeroed pthread_mutex_t is PTHREAD_MUTEX_INITIALIZER (glibc).
@@ -522,6 +568,119 @@ pub extern "C" fn iwarp_ibv_get_pkey_index(
         },
         -1,
     )
+}
+
+/// The `ibv_event_type` of an async event of the client library, None for events
+/// rdma-core has no counterpart of (a graceful close completing, an RQ limit).
+fn event_type(k: iwarp_verbs::AsyncKind) -> Option<u32> {
+    use iwarp_verbs::AsyncKind::*;
+    Some(match k {
+        LlpCloseComplete | QpRqLimitReached => return None,
+        ProtectionError(_) => sys::IBV_EVENT_QP_ACCESS_ERR,
+        RemoteOperationError(_) => sys::IBV_EVENT_QP_REQ_ERR,
+        TerminateReceived(_) | LlpConnectionReset | LlpConnectionLost | LlpIntegrityError(_)
+        | BadClose | BadLlpClose | LocalQpCatastrophic | QpErrorStateEntered => {
+            sys::IBV_EVENT_QP_FATAL
+        }
+        CqError | CqOverflow => sys::IBV_EVENT_CQ_ERR,
+        SrqError => sys::IBV_EVENT_SRQ_ERR,
+        SrqLimitReached => sys::IBV_EVENT_SRQ_LIMIT_REACHED,
+    })
+}
+
+/// `int ibv_get_async_event(struct ibv_context *, struct ibv_async_event *)`: the next
+/// event, waiting unless the application made `async_fd` non-blocking (then -1, `EAGAIN`).
+/// Once the daemon is gone: `IBV_EVENT_DEVICE_FATAL` once, then -1 with `EIO`.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_ibv_get_async_event(
+    ctx: *mut sys::ibv_context,
+    event: *mut sys::ibv_async_event,
+) -> c_int {
+    const WHAT: &str = "ibv_get_async_event";
+    let Some(c) = IwContext::from_ptr(ctx) else {
+        fail_with(WHAT, libc::EINVAL, "not a context of this library");
+        return -1;
+    };
+    if event.is_null() {
+        fail_with(WHAT, libc::EINVAL, "NULL event");
+        return -1;
+    }
+    loop {
+        let msg = match c.client.try_get_async_event() {
+            Ok(m) => m,
+            Err(iwarp_verbs::Error::WouldBlock) => {
+                if crate::fdwrap::is_nonblocking(c.vctx.context.async_fd) {
+                    set_errno(libc::EAGAIN);
+                    return -1;
+                }
+                crate::fdwrap::wait_readable(c.vctx.context.async_fd);
+                continue;
+            }
+            Err(e) => {
+                fail(WHAT, &e);
+                return -1;
+            }
+        };
+        let mut ev = sys::ibv_async_event::default();
+        let found = match (msg.resource, event_type(msg.kind)) {
+            (_, None) => false,
+            (iwarp_verbs::EventResourceRef::Qp(h), Some(t)) => {
+                ev.event_type = t;
+                c.lookup(ObjKind::Qp, h.0)
+                    .map(|p| ev.element.qp = p as *mut sys::ibv_qp)
+                    .is_some()
+            }
+            (iwarp_verbs::EventResourceRef::Cq(h), Some(t)) => {
+                ev.event_type = t;
+                c.lookup(ObjKind::Cq, h.0)
+                    .map(|p| ev.element.cq = p as *mut sys::ibv_cq)
+                    .is_some()
+            }
+            (iwarp_verbs::EventResourceRef::Device, Some(_)) => {
+                ev.event_type = sys::IBV_EVENT_DEVICE_FATAL;
+                true
+            }
+            // SRQs are not supported yet: their events cannot name one.
+            (iwarp_verbs::EventResourceRef::Srq(_), Some(_)) => false,
+        };
+        if found {
+            // SAFETY: the caller's event structure.
+            unsafe { *event = ev };
+            return 0;
+        }
+        crate::debug::debug!("{WHAT}: {:?} on {:?} dropped", msg.kind, msg.resource);
+    }
+}
+
+/// `void ibv_ack_async_event(struct ibv_async_event *)`: nothing to count (destroying an
+/// object never waits for acknowledgements here).
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_ack_async_event(_event: *mut sys::ibv_async_event) {}
+
+/// `int ibv_fork_init(void)`: 0. Registered memory is a shared mapping (the client
+/// library remaps it onto a memfd), so a child's copy-on-write never moves it under the
+/// daemon: nothing to prepare.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_fork_init() -> c_int {
+    0
+}
+
+/// `enum ibv_fork_status ibv_is_fork_initialized(void)`: `IBV_FORK_UNNEEDED`.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_is_fork_initialized() -> c_int {
+    sys::IBV_FORK_UNNEEDED as c_int
+}
+
+/// `int ibv_dontfork_range(void *base, size_t size)`: 0 (see `ibv_fork_init`).
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
+    0
+}
+
+/// `int ibv_dofork_range(void *base, size_t size)`: 0 (see `ibv_fork_init`).
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
+    0
 }
 
 #[cfg(test)]

@@ -246,6 +246,7 @@ pub extern "C" fn iwarp_ibv_create_cq(
             .unwrap_or_else(|e| e.into_inner())
             .push((handle, p as usize));
     }
+    c.register(crate::context::ObjKind::Cq, handle, p as usize);
     p
 }
 
@@ -284,6 +285,9 @@ pub extern "C" fn iwarp_ibv_destroy_cq(cq: *mut sys::ibv_cq) -> c_int {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .retain(|(h, _)| *h != q.cq.handle);
+    }
+    if let Some(c) = IwContext::from_ptr(q.cq.context) {
+        c.unregister(crate::context::ObjKind::Cq, q.cq.handle);
     }
     // SAFETY: from into_raw; given up by the application.
     unsafe { free(q) };

@@ -149,7 +149,7 @@ pub(crate) fn create_qp_with(
             &*(rcq as *const IwCq),
         )
     };
-    into_raw(IwQp {
+    let p_qp = into_raw(IwQp {
         qp: sys::ibv_qp {
             context: p.pd.context,
             qp_context: a.qp_context,
@@ -170,7 +170,11 @@ pub(crate) fn create_qp_with(
         recv_cq: rcq_ref,
         idle_state: AtomicU32::new(sys::IBV_QPS_RESET),
         sq_sig_all: a.sq_sig_all != 0,
-    })
+    });
+    if let Some(c) = crate::context::IwContext::from_ptr(p.pd.context) {
+        c.register(crate::context::ObjKind::Qp, qp_num, p_qp as usize);
+    }
+    p_qp
 }
 
 /// `struct ibv_qp *ibv_create_qp(struct ibv_pd *, struct ibv_qp_init_attr *)`: writes the
@@ -190,6 +194,9 @@ pub extern "C" fn iwarp_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
     let Some(q) = IwQp::from_ptr(qp) else {
         return fail_with("ibv_destroy_qp", libc::EINVAL, "not a QP of this library");
     };
+    if let Some(c) = crate::context::IwContext::from_ptr(q.qp.context) {
+        c.unregister(crate::context::ObjKind::Qp, q.qp.qp_num);
+    }
     q.pd.users.fetch_sub(1, Ordering::AcqRel);
     q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
     q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);

@@ -3,12 +3,17 @@
  * <rdma/rdma_cma.h>, linked against iwarpd's libibverbs.so.1 and librdmacm.so.1.
  *
  *   rc_cm server IP PORT      rc_cm client IP PORT
+ *   rc_cm server IP PORT badkey    rc_cm client IP PORT badkey
  *
  * The client advertises two regions of its buffer in a SEND: SRC (filled with pattern
  * 1) and DST. The server RDMA READs SRC and checks pattern 1, RDMA WRITEs pattern 2 into
  * DST, then SENDs "done" (solicited). The client checks DST holds pattern 2 and answers
  * "bye"; both disconnect. Prints "ok" and exits 0 when every check passed. The server
- * waits for completions through its completion channel, the client polls. */
+ * waits for completions through its completion channel, the client polls.
+ * With "badkey" the client instead RDMA WRITEs with a wrong rkey: its WR completes with a
+ * remote error, and both sides get an async event on their QP
+ * (ibv_get_async_event): the server IBV_EVENT_QP_ACCESS_ERR, the client
+ * IBV_EVENT_QP_FATAL (the Terminate it received). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -131,9 +136,27 @@ static void repost_recv(struct ibv_qp *qp)
 	CHECK(ibv_post_recv(qp, &r, &bad) == 0, "post_recv");
 }
 
+/* The next async event of the id's context, which must be `want` on `qp`. */
+static void expect_async(struct rdma_cm_id *id, enum ibv_event_type want)
+{
+	struct ibv_async_event ev;
+	for (;;) {
+		CHECK(ibv_get_async_event(id->verbs, &ev) == 0, "get_async_event");
+		ibv_ack_async_event(&ev);
+		printf("async %s\n", ibv_event_type_str(ev.event_type));
+		fflush(stdout);
+		if (ev.event_type == want)
+			break;
+	}
+	CHECK(ev.element.qp == id->qp, "event names QP %p, not %p", (void *)ev.element.qp,
+	      (void *)id->qp);
+}
+
 int main(int argc, char **argv)
 {
-	CHECK(argc == 4, "usage: rc_cm server|client IP PORT");
+	CHECK(argc == 4 || (argc == 5 && strcmp(argv[4], "badkey") == 0),
+	      "usage: rc_cm server|client IP PORT [badkey]");
+	int badkey = argc == 5;
 	int server = strcmp(argv[1], "server") == 0;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[3])) };
 	CHECK(inet_pton(AF_INET, argv[2], &sa.sin_addr) == 1, "address %s", argv[2]);
@@ -154,6 +177,11 @@ int main(int argc, char **argv)
 		struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4 };
 		CHECK(rdma_accept(id, &p) == 0, "accept");
 		expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
+		if (badkey) {
+			expect_async(id, IBV_EVENT_QP_ACCESS_ERR);
+			printf("ok\n");
+			return 0;
+		}
 		out = buf + MSG;
 		char *src = buf + 2 * MSG, *dst = src + REGION;
 		/* 1: the advertisement. */
@@ -197,6 +225,23 @@ int main(int argc, char **argv)
 		expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
 		out = buf + MSG;
 		char *src = buf + 2 * MSG, *dst = src + REGION;
+		if (badkey) {
+			post(id->qp, IBV_WR_RDMA_WRITE, 20, src, 4096, 0x1000, mr->rkey ^ 0x5a5a00, 0);
+			struct ibv_wc wc;
+			int n;
+			while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
+				;
+			/* A Terminate answered the WRITE: the completion says a remote error
+			 * (the library's status, in vendor_err, does not carry its code). */
+			CHECK(n == 1 && wc.wr_id == 20 &&
+				      (wc.status == IBV_WC_REM_ACCESS_ERR ||
+				       wc.status == IBV_WC_REM_OP_ERR),
+			      "bad-key WRITE: %s (vendor_err %u)", ibv_wc_status_str(wc.status),
+			      wc.vendor_err);
+			expect_async(id, IBV_EVENT_QP_FATAL);
+			printf("ok\n");
+			return 0;
+		}
 		for (size_t i = 0; i < REGION; i++)
 			src[i] = pattern(1, i);
 		struct advert ad = { (uintptr_t)src, (uintptr_t)dst, mr->rkey, REGION };
