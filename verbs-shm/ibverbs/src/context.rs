@@ -38,6 +38,7 @@ pub(crate) struct IwContext {
 pub(crate) enum ObjKind {
     Qp,
     Cq,
+    Srq,
 }
 
 impl IwContext {
@@ -640,8 +641,12 @@ pub unsafe extern "C" fn iwarp_ibv_get_async_event(
                 ev.event_type = sys::IBV_EVENT_DEVICE_FATAL;
                 true
             }
-            // SRQs are not supported yet: their events cannot name one.
-            (iwarp_verbs::EventResourceRef::Srq(_), Some(_)) => false,
+            (iwarp_verbs::EventResourceRef::Srq(h), Some(t)) => {
+                ev.event_type = t;
+                c.lookup(ObjKind::Srq, h.0)
+                    .map(|p| ev.element.srq = p as *mut sys::ibv_srq)
+                    .is_some()
+            }
         };
         if found {
             // SAFETY: the caller's event structure.

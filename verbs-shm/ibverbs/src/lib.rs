@@ -33,6 +33,7 @@ mod object;
 mod ops;
 mod pd;
 mod qp;
+mod srq;
 mod strs;
 mod stub;
 

@@ -14,4 +14,5 @@ pub(crate) fn fill(v: &mut sys::verbs_context) {
     ops.req_notify_cq = Some(crate::cq::req_notify_cq_op);
     ops.post_send = Some(crate::qp::post_send_op);
     ops.post_recv = Some(crate::qp::post_recv_op);
+    ops.post_srq_recv = Some(crate::srq::post_srq_recv_op);
 }

@@ -20,6 +20,7 @@ use crate::cq::IwCq;
 use crate::errno::{errno_of, fail, fail_with};
 use crate::object::{free, from_raw, into_raw, Wrapped};
 use crate::pd::IwPd;
+use crate::srq::IwSrq;
 use crate::sys;
 
 /// A queue pair.
@@ -32,6 +33,7 @@ pub(crate) struct IwQp {
     pd: &'static IwPd,
     send_cq: &'static IwCq,
     recv_cq: &'static IwCq,
+    srq: Option<&'static IwSrq>,
     /// The state shown while the daemon's QP is Idle (`IBV_QPS_*`).
     idle_state: AtomicU32,
     sq_sig_all: bool,
@@ -78,14 +80,18 @@ pub(crate) fn create_qp_with(
         );
         return std::ptr::null_mut();
     }
-    if !a.srq.is_null() {
-        fail_with(
-            what,
-            libc::EOPNOTSUPP,
-            "SRQs are not supported yet by this library",
-        );
-        return std::ptr::null_mut();
-    }
+    let srq = if a.srq.is_null() {
+        None
+    } else {
+        match from_raw::<IwSrq>(a.srq) {
+            // SAFETY: SRQs live until ibv_destroy_srq, which refuses while QPs use them.
+            Some(s) => Some(unsafe { &*(s as *const IwSrq) }),
+            None => {
+                fail_with(what, libc::EINVAL, "srq not an SRQ of this library");
+                return std::ptr::null_mut();
+            }
+        }
+    };
     let (Some(scq), Some(rcq)) = (from_raw::<IwCq>(a.send_cq), from_raw::<IwCq>(a.recv_cq)) else {
         fail_with(
             what,
@@ -114,7 +120,9 @@ pub(crate) fn create_qp_with(
             r_guard = rcq.client.lock().unwrap_or_else(|e| e.into_inner());
             &r_guard
         };
+        let srq_guard = srq.map(|q| q.client.lock().unwrap_or_else(|e| e.into_inner()));
         let mut qa = QpInitAttr::new(&s, r);
+        qa.srq = srq_guard.as_deref();
         qa.cap = cap;
         qa.sq_sig_all = a.sq_sig_all != 0;
         qa.ord = dev.max_ord.min(8);
@@ -140,6 +148,9 @@ pub(crate) fn create_qp_with(
     p.users.fetch_add(1, Ordering::AcqRel);
     scq.users.fetch_add(1, Ordering::AcqRel);
     rcq.users.fetch_add(1, Ordering::AcqRel);
+    if let Some(s) = srq {
+        s.users.fetch_add(1, Ordering::AcqRel);
+    }
     let qp_num = client.qp_num();
     // SAFETY: PDs and CQs live until their destroy verbs, which refuse while QPs use them.
     let (pd_ref, scq_ref, rcq_ref): (&'static IwPd, &'static IwCq, &'static IwCq) = unsafe {
@@ -156,7 +167,7 @@ pub(crate) fn create_qp_with(
             pd,
             send_cq: a.send_cq,
             recv_cq: a.recv_cq,
-            srq: std::ptr::null_mut(),
+            srq: a.srq,
             handle: qp_num,
             qp_num,
             state: sys::IBV_QPS_RESET,
@@ -168,6 +179,7 @@ pub(crate) fn create_qp_with(
         pd: pd_ref,
         send_cq: scq_ref,
         recv_cq: rcq_ref,
+        srq,
         idle_state: AtomicU32::new(sys::IBV_QPS_RESET),
         sq_sig_all: a.sq_sig_all != 0,
     });
@@ -200,6 +212,9 @@ pub extern "C" fn iwarp_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
     q.pd.users.fetch_sub(1, Ordering::AcqRel);
     q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
     q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);
+    if let Some(s) = q.srq {
+        s.users.fetch_sub(1, Ordering::AcqRel);
+    }
     // SAFETY: from into_raw; given up by the application. Dropping the client's Qp
     // destroys it in the daemon.
     unsafe { free(q) };
@@ -349,7 +364,7 @@ pub unsafe extern "C" fn iwarp_ibv_query_qp(
 /// # Safety
 ///
 /// `sg_list` points to `num_sge` SGEs (or `num_sge` is 0).
-unsafe fn sgl(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Result<SgList, c_int> {
+pub(crate) unsafe fn sgl(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Result<SgList, c_int> {
     if num_sge < 0 || num_sge as usize > MAX_SGE {
         return Err(libc::EINVAL);
     }

@@ -1,6 +1,6 @@
 /* The verbs objects through rdma-core's own header (compiled against the system's
  * <infiniband/verbs.h>, linked against iwarpd's libibverbs.so.1): PD, MR on malloc'd
- * memory, completion channel, CQ, RC QP create/modify/query/destroy, posts and polls
+ * memory, completion channel, CQ, SRQ, RC QP create/modify/query/destroy, posts and polls
  * through the context's ops table, and the errors an iWARP provider gives.
  * Usage: verbs_objects (the first device). Prints "ok" and exits 0 when every check
  * passed; otherwise names the failed check on stderr and exits 1. */
@@ -137,6 +137,28 @@ int main(void)
 	int fl = fcntl(ch->fd, F_GETFL);
 	CHECK(fcntl(ch->fd, F_SETFL, fl | O_NONBLOCK) == 0, "nonblocking");
 	CHECK(ibv_get_cq_event(ch, &ev_cq, &ev_ctx) == -1 && errno == EAGAIN, "no more events");
+
+	/* A shared receive queue and a QP on it. */
+	struct ibv_srq_init_attr si = { .srq_context = (void *)0x77,
+					.attr = { .max_wr = 32, .max_sge = 2 } };
+	struct ibv_srq *srq = ibv_create_srq(pd, &si);
+	CHECK(srq && srq->srq_context == (void *)0x77 && srq->pd == pd && si.attr.max_wr >= 32,
+	      "create_srq");
+	struct ibv_srq_attr sa;
+	CHECK(ibv_query_srq(srq, &sa) == 0 && sa.max_wr >= 32 && sa.max_sge >= 2, "query_srq");
+	sa.srq_limit = 4;
+	CHECK(ibv_modify_srq(srq, &sa, IBV_SRQ_LIMIT) == 0, "arm the SRQ limit");
+	CHECK(ibv_query_srq(srq, &sa) == 0 && sa.srq_limit == 4, "limit %u", sa.srq_limit);
+	struct ibv_qp_init_attr is = ia;
+	is.srq = srq;
+	struct ibv_qp *sqp = ibv_create_qp(pd, &is);
+	CHECK(sqp && sqp->srq == srq, "QP with an SRQ");
+	CHECK(ibv_post_recv(sqp, &rwr, &rbad) == EINVAL && rbad == &rwr,
+	      "post_recv on a QP with an SRQ");
+	CHECK(ibv_post_srq_recv(srq, &rwr, &rbad) == 0, "post_srq_recv");
+	CHECK(ibv_destroy_srq(srq) == EBUSY, "destroy_srq with a QP");
+	CHECK(ibv_destroy_qp(sqp) == 0, "destroy the SRQ's QP");
+	CHECK(ibv_destroy_srq(srq) == 0, "destroy_srq");
 
 	CHECK(ibv_destroy_qp(qp) == 0, "destroy_qp");
 	CHECK(ibv_destroy_comp_channel(ch) == EBUSY, "destroy channel with a CQ");
