@@ -29,6 +29,13 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+# rdma-core's headers (the drop-in libraries are checked against them at build time) and
+# Debian's unmodified RDMA tools run over iwarpd through scripts/iwarp-run (docs/DROPIN.md).
+[ -e /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)
+[ -e /usr/include/rdma/rdma_cma.h ] || need+=(librdmacm-dev)
+command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
+command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
+command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
 # bindgen needs libclang itself (libclang-NN.so), not libclang-cpp, which other packages bring.
 ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1 || need+=(libclang-dev)

@@ -1,0 +1,114 @@
+//! librdmacm's `rdma_getaddrinfo` / `rdma_freeaddrinfo` for IPv4 and the TCP port space.
+
+use std::ffi::{c_char, c_int, CStr};
+use std::net::{SocketAddr, ToSocketAddrs};
+
+use crate::cm_id::sockaddr_in;
+use crate::errno::set_errno;
+use crate::sys;
+
+/// `int rdma_getaddrinfo(const char *node, const char *service, hints, **res)`: one
+/// IPv4 address (the source with `RAI_PASSIVE`, else the destination). 0, or -1 and errno.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_getaddrinfo(
+    node: *const c_char,
+    service: *const c_char,
+    hints: *const sys::rdma_addrinfo,
+    res: *mut *mut sys::rdma_addrinfo,
+) -> c_int {
+    if res.is_null() || (node.is_null() && service.is_null()) {
+        set_errno(libc::EINVAL);
+        return -1;
+    }
+    // SAFETY: NUL-terminated strings or NULL from the caller.
+    let (node, service) = unsafe {
+        (
+            (!node.is_null()).then(|| CStr::from_ptr(node).to_string_lossy().into_owned()),
+            (!service.is_null()).then(|| CStr::from_ptr(service).to_string_lossy().into_owned()),
+        )
+    };
+    let flags = if hints.is_null() {
+        0
+    } else {
+        // SAFETY: the caller's hints.
+        unsafe { (*hints).ai_flags }
+    };
+    let passive = flags & sys::RAI_PASSIVE as c_int != 0;
+    let port: u16 = match service.as_deref().map(str::parse) {
+        None => 0,
+        Some(Ok(p)) => p,
+        Some(Err(_)) => {
+            set_errno(libc::EINVAL);
+            return -1;
+        }
+    };
+    let host = node.unwrap_or_else(|| "0.0.0.0".into());
+    let addr = (host.as_str(), port)
+        .to_socket_addrs()
+        .ok()
+        .and_then(|mut it| it.find(|a| a.is_ipv4()));
+    let Some(SocketAddr::V4(a)) = addr else {
+        set_errno(libc::EADDRNOTAVAIL);
+        return -1;
+    };
+    let sin = sockaddr_in(iwarp_verbs::Addr {
+        ip: a.ip().octets(),
+        port: a.port(),
+    });
+    let len = std::mem::size_of::<libc::sockaddr_in>();
+    // SAFETY: calloc'd result and address, freed by rdma_freeaddrinfo.
+    unsafe {
+        let ai =
+            libc::calloc(1, std::mem::size_of::<sys::rdma_addrinfo>()) as *mut sys::rdma_addrinfo;
+        let sa = libc::calloc(1, len) as *mut libc::sockaddr_in;
+        if ai.is_null() || sa.is_null() {
+            libc::free(ai.cast());
+            libc::free(sa.cast());
+            set_errno(libc::ENOMEM);
+            return -1;
+        }
+        *sa = sin;
+        (*ai).ai_flags = flags;
+        (*ai).ai_family = libc::AF_INET;
+        (*ai).ai_qp_type = sys::IBV_QPT_RC as c_int;
+        (*ai).ai_port_space = sys::RDMA_PS_TCP as c_int;
+        if passive {
+            (*ai).ai_src_len = len as u32;
+            (*ai).ai_src_addr = sa.cast();
+        } else {
+            (*ai).ai_dst_len = len as u32;
+            (*ai).ai_dst_addr = sa.cast();
+        }
+        *res = ai;
+    }
+    0
+}
+
+/// `void rdma_freeaddrinfo(struct rdma_addrinfo *res)`.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_freeaddrinfo(res: *mut sys::rdma_addrinfo) {
+    let mut p = res;
+    while !p.is_null() {
+        // SAFETY: a chain made by rdma_getaddrinfo.
+        unsafe {
+            let next = (*p).ai_next;
+            libc::free((*p).ai_src_addr.cast());
+            libc::free((*p).ai_dst_addr.cast());
+            libc::free(p.cast());
+            p = next;
+        }
+    }
+}
+
+/// `int rpoll(struct pollfd *fds, nfds_t nfds, int timeout)`: rsockets are not supported,
+/// so every descriptor is an ordinary one and this is `poll(2)` (rping waits on its CM
+/// channel's fd with it).
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rpoll(
+    fds: *mut libc::pollfd,
+    nfds: libc::nfds_t,
+    timeout: c_int,
+) -> c_int {
+    // SAFETY: the caller's pollfd array, passed through.
+    unsafe { libc::poll(fds, nfds, timeout) }
+}

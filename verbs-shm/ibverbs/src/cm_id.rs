@@ -1,0 +1,597 @@
+//! librdmacm's CM ids (`rdma_create_id`, `rdma_bind_addr`, `rdma_resolve_addr`,
+//! `rdma_resolve_route`, `rdma_listen`, `rdma_create_qp`, `rdma_connect`, `rdma_accept`,
+//! `rdma_reject`, `rdma_disconnect`, `rdma_destroy_qp`, `rdma_destroy_id`) over the
+//! client library's `CmId`. IPv4 and the TCP port space (`RDMA_PS_TCP`) only, as iWARP.
+
+use std::ffi::{c_int, c_void};
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::sync::atomic::AtomicU64;
+use std::sync::Mutex;
+
+use iwarp_verbs::{Addr, CmId, ConnParam};
+
+use crate::cm_channel::{forget_id, IwEventChannel, MadeEvent, MAX_IDS};
+use crate::context::IwContext;
+use crate::debug::debug;
+use crate::errno::{fail, set_errno};
+use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::qp::{create_qp_with, IwQp};
+use crate::sys;
+
+/// A CM id.
+#[repr(C)]
+pub(crate) struct IwCmId {
+    id: sys::rdma_cm_id,
+    magic: AtomicU64,
+    chan: &'static IwEventChannel,
+    client: CmId,
+    /// Made for a connection request (its QP is created on the request).
+    passive: bool,
+    addrs: Mutex<(Option<SocketAddrV4>, Option<SocketAddrV4>)>,
+}
+
+// SAFETY: the raw pointers inside `rdma_cm_id` are the application's and only stored.
+unsafe impl Send for IwCmId {}
+// SAFETY: as above.
+unsafe impl Sync for IwCmId {}
+
+impl Wrapped for IwCmId {
+    type Raw = sys::rdma_cm_id;
+    const MAGIC: u64 = 0x6977_6172_705f_6964;
+    fn magic(&self) -> &AtomicU64 {
+        &self.magic
+    }
+}
+
+impl IwCmId {
+    /// The application's `rdma_cm_id`.
+    pub(crate) fn raw(&self) -> *mut sys::rdma_cm_id {
+        &self.id as *const sys::rdma_cm_id as *mut sys::rdma_cm_id
+    }
+
+    fn new(
+        chan: &'static IwEventChannel,
+        client: CmId,
+        context: *mut c_void,
+        passive: bool,
+    ) -> Option<&'static IwCmId> {
+        let handle = client.handle().0;
+        let p = into_raw(IwCmId {
+            id: sys::rdma_cm_id {
+                verbs: chan.ctx,
+                channel: &chan.ch as *const sys::rdma_event_channel as *mut _,
+                context,
+                ps: sys::RDMA_PS_TCP,
+                port_num: 1,
+                qp_type: sys::IBV_QPT_RC,
+                ..Default::default()
+            },
+            magic: AtomicU64::new(IwCmId::MAGIC),
+            chan,
+            client,
+            passive,
+            addrs: Mutex::new((None, None)),
+        });
+        let mut s = chan.lock();
+        if s.ids.len() >= MAX_IDS {
+            drop(s);
+            // SAFETY: just made, not handed out.
+            unsafe { free(&*(p as *const IwCmId)) };
+            return None;
+        }
+        s.ids.push((handle, p as usize));
+        // SAFETY: just made; lives until rdma_destroy_id.
+        Some(unsafe { &*(p as *const IwCmId) })
+    }
+
+    /// The id of a connection request on `listener`.
+    pub(crate) fn for_request(
+        chan: &'static IwEventChannel,
+        listener: &IwCmId,
+        client: CmId,
+        local: libc::sockaddr_in,
+        remote: libc::sockaddr_in,
+    ) -> Option<&'static IwCmId> {
+        let id = IwCmId::new(chan, client, listener.id.context, true)?;
+        id.set_addrs(Some(local), Some(remote));
+        Some(id)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (Option<SocketAddrV4>, Option<SocketAddrV4>)> {
+        self.addrs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Records the local and/or remote address, in `route.addr` too.
+    fn set_addrs(&self, local: Option<libc::sockaddr_in>, remote: Option<libc::sockaddr_in>) {
+        let mut a = self.lock();
+        let raw = self.raw();
+        if let Some(l) = local {
+            a.0 = Some(to_v4(&l));
+            // SAFETY: the application's id; route.addr is librdmacm's to fill.
+            unsafe { write_sockaddr(&mut (*raw).route.addr.__bindgen_anon_1, &l) };
+        }
+        if let Some(r) = remote {
+            a.1 = Some(to_v4(&r));
+            // SAFETY: as above.
+            unsafe { write_sockaddr(&mut (*raw).route.addr.__bindgen_anon_2, &r) };
+        }
+    }
+}
+
+/// Writes a `sockaddr_in` into one of `rdma_addr`'s address unions.
+///
+/// # Safety
+///
+/// `dst` is a union at least as large as `sockaddr_storage`.
+unsafe fn write_sockaddr<T>(dst: &mut T, a: &libc::sockaddr_in) {
+    // SAFETY: the union holds a sockaddr_storage (128 bytes), larger than sockaddr_in.
+    unsafe {
+        std::ptr::write_bytes(dst as *mut T as *mut u8, 0, std::mem::size_of::<T>());
+        std::ptr::copy_nonoverlapping(
+            a as *const libc::sockaddr_in as *const u8,
+            dst as *mut T as *mut u8,
+            std::mem::size_of::<libc::sockaddr_in>(),
+        );
+    }
+}
+
+/// The `sockaddr_in` of an address of the control protocol.
+pub(crate) fn sockaddr_in(a: Addr) -> libc::sockaddr_in {
+    libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: a.port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from_ne_bytes(a.ip),
+        },
+        sin_zero: [0; 8],
+    }
+}
+
+fn to_v4(a: &libc::sockaddr_in) -> SocketAddrV4 {
+    SocketAddrV4::new(
+        Ipv4Addr::from(a.sin_addr.s_addr.to_ne_bytes()),
+        u16::from_be(a.sin_port),
+    )
+}
+
+/// A caller's `struct sockaddr *` as IPv4, or the errno refusing it.
+///
+/// # Safety
+///
+/// `sa` is NULL or a readable socket address.
+unsafe fn read_sockaddr(sa: *const libc::sockaddr) -> Result<libc::sockaddr_in, c_int> {
+    if sa.is_null() {
+        return Err(libc::EINVAL);
+    }
+    // SAFETY: the family field of any sockaddr.
+    if unsafe { (*sa).sa_family } as c_int != libc::AF_INET {
+        return Err(libc::EAFNOSUPPORT);
+    }
+    // SAFETY: an AF_INET address is a sockaddr_in.
+    Ok(unsafe { *(sa as *const libc::sockaddr_in) })
+}
+
+fn err(what: &str, n: c_int, why: &str) -> c_int {
+    debug!("{what}: {why}");
+    set_errno(n);
+    -1
+}
+
+fn fail_neg(what: &str, e: &iwarp_verbs::Error) -> c_int {
+    fail(what, e);
+    -1
+}
+
+fn id_of<'a>(what: &str, id: *mut sys::rdma_cm_id) -> Result<&'a IwCmId, c_int> {
+    from_raw::<IwCmId>(id).ok_or_else(|| err(what, libc::EINVAL, "not a CM id of this library"))
+}
+
+/// `int rdma_create_id(channel, struct rdma_cm_id **id, void *context, enum rdma_port_space ps)`.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_create_id(
+    ch: *mut sys::rdma_event_channel,
+    out: *mut *mut sys::rdma_cm_id,
+    context: *mut c_void,
+    ps: u32,
+) -> c_int {
+    const WHAT: &str = "rdma_create_id";
+    let Some(c) = from_raw::<IwEventChannel>(ch) else {
+        return err(
+            WHAT,
+            libc::EINVAL,
+            "no channel of this library (channel-less ids are not supported)",
+        );
+    };
+    if out.is_null() {
+        return err(WHAT, libc::EINVAL, "NULL id");
+    }
+    if ps != sys::RDMA_PS_TCP {
+        return err(
+            WHAT,
+            libc::EPROTONOSUPPORT,
+            "iWARP has the TCP port space only",
+        );
+    }
+    // SAFETY: channels live until rdma_destroy_event_channel, which leaves a channel
+    // with ids alone.
+    let c: &'static IwEventChannel = unsafe { &*(c as *const IwEventChannel) };
+    let client = match c.client.create_id() {
+        Ok(i) => i,
+        Err(e) => return fail_neg(WHAT, &e),
+    };
+    match IwCmId::new(c, client, context, false) {
+        Some(id) => {
+            // SAFETY: the caller's output pointer.
+            unsafe { *out = id.raw() };
+            0
+        }
+        None => err(WHAT, libc::ENOMEM, "too many CM ids"),
+    }
+}
+
+/// `int rdma_destroy_id(struct rdma_cm_id *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_destroy_id(id: *mut sys::rdma_cm_id) -> c_int {
+    let i = match id_of("rdma_destroy_id", id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    forget_id(i.chan, i as *const IwCmId as usize, i.client.handle().0);
+    // SAFETY: from into_raw; given up by the application. Dropping the client's CmId
+    // destroys it in the daemon.
+    unsafe { free(i) };
+    0
+}
+
+/// The IPv4 address of the channel's device (port 1).
+fn device_ip(c: &IwEventChannel) -> Ipv4Addr {
+    IwContext::from_ptr(c.ctx)
+        .and_then(|x| x.client.ports().first().map(|p| Ipv4Addr::from(p.ip)))
+        .unwrap_or(Ipv4Addr::UNSPECIFIED)
+}
+
+/// `int rdma_bind_addr(struct rdma_cm_id *, struct sockaddr *)`: an address of the device
+/// (or any) and a port.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_bind_addr(
+    id: *mut sys::rdma_cm_id,
+    addr: *mut libc::sockaddr,
+) -> c_int {
+    const WHAT: &str = "rdma_bind_addr";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    // SAFETY: the caller's address.
+    let a = match unsafe { read_sockaddr(addr) } {
+        Ok(a) => a,
+        Err(n) => return err(WHAT, n, "IPv4 addresses only"),
+    };
+    let ip = to_v4(&a).ip().to_owned();
+    if !ip.is_unspecified() && ip != device_ip(i.chan) {
+        return err(
+            WHAT,
+            libc::EADDRNOTAVAIL,
+            &format!("{ip} is not the device's address"),
+        );
+    }
+    i.set_addrs(Some(a), None);
+    0
+}
+
+/// `int rdma_resolve_addr(id, struct sockaddr *src, struct sockaddr *dst, int timeout_ms)`:
+/// the device's address is the source; `RDMA_CM_EVENT_ADDR_RESOLVED` follows.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_resolve_addr(
+    id: *mut sys::rdma_cm_id,
+    src: *mut libc::sockaddr,
+    dst: *mut libc::sockaddr,
+    _timeout_ms: c_int,
+) -> c_int {
+    const WHAT: &str = "rdma_resolve_addr";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    // SAFETY: the caller's address.
+    let d = match unsafe { read_sockaddr(dst) } {
+        Ok(d) => d,
+        Err(n) => return err(WHAT, n, "IPv4 destinations only"),
+    };
+    let local = if src.is_null() {
+        None
+    } else {
+        // SAFETY: the caller's address.
+        match unsafe { read_sockaddr(src) } {
+            Ok(s) => Some(s),
+            Err(n) => return err(WHAT, n, "IPv4 sources only"),
+        }
+    };
+    let bound = i.lock().0;
+    let local = local.or_else(|| {
+        let ip = device_ip(i.chan);
+        Some(libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: bound.map_or(0, |b| b.port().to_be()),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(ip.octets()),
+            },
+            sin_zero: [0; 8],
+        })
+    });
+    i.set_addrs(local, Some(d));
+    let made = MadeEvent {
+        id: i as *const IwCmId as usize,
+        event: sys::RDMA_CM_EVENT_ADDR_RESOLVED,
+        status: 0,
+    };
+    if !i.chan.push_made(made) {
+        return err(WHAT, libc::ENOMEM, "event queue full");
+    }
+    0
+}
+
+/// `int rdma_resolve_route(id, int timeout_ms)`: `RDMA_CM_EVENT_ROUTE_RESOLVED` follows
+/// (the daemon routes when it connects).
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_resolve_route(id: *mut sys::rdma_cm_id, _timeout_ms: c_int) -> c_int {
+    const WHAT: &str = "rdma_resolve_route";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    if i.lock().1.is_none() {
+        return err(WHAT, libc::EINVAL, "address not resolved");
+    }
+    let made = MadeEvent {
+        id: i as *const IwCmId as usize,
+        event: sys::RDMA_CM_EVENT_ROUTE_RESOLVED,
+        status: 0,
+    };
+    if !i.chan.push_made(made) {
+        return err(WHAT, libc::ENOMEM, "event queue full");
+    }
+    0
+}
+
+/// `int rdma_listen(struct rdma_cm_id *, int backlog)`: on the bound address.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_listen(id: *mut sys::rdma_cm_id, backlog: c_int) -> c_int {
+    const WHAT: &str = "rdma_listen";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    let Some(local) = i.lock().0 else {
+        return err(WHAT, libc::EINVAL, "not bound (rdma_bind_addr first)");
+    };
+    let backlog = if backlog <= 0 { 128 } else { backlog as u32 };
+    match i.client.listen(local, backlog) {
+        Ok(()) => 0,
+        Err(e) => fail_neg(WHAT, &e),
+    }
+}
+
+/// The PD `rdma_create_qp` uses when given none: one per channel.
+fn default_pd(c: &IwEventChannel) -> *mut sys::ibv_pd {
+    *c.default_pd
+        .get_or_init(|| crate::pd::iwarp_ibv_alloc_pd(c.ctx) as usize) as *mut sys::ibv_pd
+}
+
+/// `int rdma_create_qp(struct rdma_cm_id *, struct ibv_pd *, struct ibv_qp_init_attr *)`:
+/// an RC QP on the id (on a connection request's id: on the core that received it).
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_create_qp(
+    id: *mut sys::rdma_cm_id,
+    pd: *mut sys::ibv_pd,
+    attr: *mut sys::ibv_qp_init_attr,
+) -> c_int {
+    const WHAT: &str = "rdma_create_qp";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    if attr.is_null() {
+        return err(WHAT, libc::EINVAL, "NULL attr");
+    }
+    // SAFETY: the caller's attr.
+    let a = unsafe { &mut *attr };
+    if a.send_cq.is_null() || a.recv_cq.is_null() {
+        return err(
+            WHAT,
+            libc::EOPNOTSUPP,
+            "CQs made by rdma_create_qp are not supported yet",
+        );
+    }
+    let pd = if pd.is_null() { default_pd(i.chan) } else { pd };
+    a.qp_type = sys::IBV_QPT_RC;
+    let qp = if i.passive {
+        create_qp_with(WHAT, pd, attr, |pd, qa| i.client.create_qp(pd, qa))
+    } else {
+        create_qp_with(WHAT, pd, attr, |pd, qa| pd.create_qp(qa))
+    };
+    if qp.is_null() {
+        return -1;
+    }
+    // SAFETY: the application's id; librdmacm fills these.
+    unsafe {
+        (*id).qp = qp;
+        (*id).pd = pd;
+        (*id).send_cq = a.send_cq;
+        (*id).recv_cq = a.recv_cq;
+        (*id).send_cq_channel = (*a.send_cq).channel;
+        (*id).recv_cq_channel = (*a.recv_cq).channel;
+    }
+    0
+}
+
+/// `void rdma_destroy_qp(struct rdma_cm_id *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_destroy_qp(id: *mut sys::rdma_cm_id) {
+    let Ok(i) = id_of("rdma_destroy_qp", id) else {
+        return;
+    };
+    let qp = i.id.qp;
+    if !qp.is_null() {
+        crate::qp::iwarp_ibv_destroy_qp(qp);
+        // SAFETY: the application's id.
+        unsafe { (*id).qp = std::ptr::null_mut() };
+    }
+}
+
+/// The client library's connection parameters of the application's.
+///
+/// # Safety
+///
+/// `p` is NULL or a readable `rdma_conn_param` whose private data is readable.
+unsafe fn conn_param(p: *const sys::rdma_conn_param) -> ConnParam {
+    if p.is_null() {
+        return ConnParam::default();
+    }
+    // SAFETY: the caller's contract.
+    let p = unsafe { &*p };
+    let private_data = if p.private_data.is_null() || p.private_data_len == 0 {
+        Vec::new()
+    } else {
+        // SAFETY: private_data_len readable bytes (the caller's contract).
+        unsafe {
+            std::slice::from_raw_parts(p.private_data as *const u8, p.private_data_len.into())
+        }
+        .to_vec()
+    };
+    ConnParam {
+        private_data,
+        responder_resources: p.responder_resources.into(),
+        initiator_depth: p.initiator_depth.into(),
+    }
+}
+
+fn with_qp<T>(
+    what: &str,
+    i: &IwCmId,
+    f: impl FnOnce(&iwarp_verbs::Qp) -> iwarp_verbs::Result<T>,
+) -> c_int {
+    let Some(q) = IwQp::from_ptr(i.id.qp) else {
+        return err(what, libc::EINVAL, "no QP on the id (rdma_create_qp first)");
+    };
+    let qp = q.client.lock().unwrap_or_else(|e| e.into_inner());
+    match f(&qp) {
+        Ok(_) => 0,
+        Err(e) => fail_neg(what, &e),
+    }
+}
+
+/// `int rdma_connect(struct rdma_cm_id *, struct rdma_conn_param *)`: connects the id's QP
+/// to the resolved address; `ESTABLISHED`, `REJECTED`, `UNREACHABLE` or `CONNECT_ERROR`
+/// follows.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_connect(
+    id: *mut sys::rdma_cm_id,
+    param: *mut sys::rdma_conn_param,
+) -> c_int {
+    const WHAT: &str = "rdma_connect";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    let Some(remote) = i.lock().1 else {
+        return err(WHAT, libc::EINVAL, "address not resolved");
+    };
+    // SAFETY: the caller's parameters.
+    let p = unsafe { conn_param(param) };
+    with_qp(WHAT, i, |qp| i.client.connect(qp, remote, &p))
+}
+
+/// `int rdma_accept(struct rdma_cm_id *, struct rdma_conn_param *)`.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_accept(
+    id: *mut sys::rdma_cm_id,
+    param: *mut sys::rdma_conn_param,
+) -> c_int {
+    const WHAT: &str = "rdma_accept";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    // SAFETY: the caller's parameters.
+    let p = unsafe { conn_param(param) };
+    with_qp(WHAT, i, |qp| i.client.accept(qp, &p))
+}
+
+/// `int rdma_reject(struct rdma_cm_id *, const void *private_data, uint8_t len)`.
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_reject(
+    id: *mut sys::rdma_cm_id,
+    pdata: *const c_void,
+    len: u8,
+) -> c_int {
+    const WHAT: &str = "rdma_reject";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    let data = if pdata.is_null() || len == 0 {
+        &[][..]
+    } else {
+        // SAFETY: len readable bytes.
+        unsafe { std::slice::from_raw_parts(pdata as *const u8, len.into()) }
+    };
+    match i.client.reject(data) {
+        Ok(()) => 0,
+        Err(e) => fail_neg(WHAT, &e),
+    }
+}
+
+/// `int rdma_disconnect(struct rdma_cm_id *)`: `DISCONNECTED` follows.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_disconnect(id: *mut sys::rdma_cm_id) -> c_int {
+    const WHAT: &str = "rdma_disconnect";
+    let i = match id_of(WHAT, id) {
+        Ok(i) => i,
+        Err(n) => return n,
+    };
+    match i.client.disconnect() {
+        Ok(()) => 0,
+        Err(e) => fail_neg(WHAT, &e),
+    }
+}
+
+/// `__be16 rdma_get_src_port(struct rdma_cm_id *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_get_src_port(id: *mut sys::rdma_cm_id) -> u16 {
+    id_of("rdma_get_src_port", id)
+        .ok()
+        .and_then(|i| i.lock().0)
+        .map_or(0, |a| a.port().to_be())
+}
+
+/// `__be16 rdma_get_dst_port(struct rdma_cm_id *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_get_dst_port(id: *mut sys::rdma_cm_id) -> u16 {
+    id_of("rdma_get_dst_port", id)
+        .ok()
+        .and_then(|i| i.lock().1)
+        .map_or(0, |a| a.port().to_be())
+}
+
+/// `int rdma_set_option(id, int level, int optname, void *optval, size_t optlen)`: the
+/// id options (TOS, REUSEADDR, AFONLY, ACK_TIMEOUT) are accepted and have no effect on
+/// the daemon's TCP; IB path options are refused.
+#[no_mangle]
+pub extern "C" fn iwarp_rdma_set_option(
+    id: *mut sys::rdma_cm_id,
+    level: c_int,
+    _optname: c_int,
+    _optval: *mut c_void,
+    _optlen: usize,
+) -> c_int {
+    const WHAT: &str = "rdma_set_option";
+    if let Err(n) = id_of(WHAT, id) {
+        return n;
+    }
+    if level == sys::RDMA_OPTION_ID as c_int {
+        0
+    } else {
+        err(WHAT, libc::ENOSYS, "IB options")
+    }
+}

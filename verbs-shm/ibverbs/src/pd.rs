@@ -1,0 +1,260 @@
+//! Protection domains (`ibv_alloc_pd`, `ibv_dealloc_pd`) and memory regions on any
+//! application memory (`ibv_reg_mr`, `ibv_reg_mr_iova`, `ibv_reg_mr_iova2`,
+//! `ibv_dereg_mr`), through the client library's user-MR path (the pages are remapped in
+//! place onto memory shared with the daemon).
+
+use std::ffi::{c_int, c_void};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use iwarp_verbs::{Access, Mr, Pd};
+
+use crate::context::IwContext;
+use crate::errno::{fail, fail_with};
+use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::sys;
+
+/// A protection domain.
+#[repr(C)]
+pub(crate) struct IwPd {
+    pub(crate) pd: sys::ibv_pd,
+    magic: AtomicU64,
+    pub(crate) client: Pd,
+    /// MRs, QPs (and later SRQs, MWs) created from it and not yet destroyed.
+    pub(crate) users: AtomicU32,
+}
+
+impl Wrapped for IwPd {
+    type Raw = sys::ibv_pd;
+    const MAGIC: u64 = 0x6977_6172_705f_7064;
+    fn magic(&self) -> &AtomicU64 {
+        &self.magic
+    }
+}
+
+/// `struct ibv_pd *ibv_alloc_pd(struct ibv_context *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_alloc_pd(ctx: *mut sys::ibv_context) -> *mut sys::ibv_pd {
+    let Some(c) = IwContext::from_ptr(ctx) else {
+        fail_with(
+            "ibv_alloc_pd",
+            libc::EINVAL,
+            "not a context of this library",
+        );
+        return std::ptr::null_mut();
+    };
+    match c.client.alloc_pd() {
+        Ok(client) => into_raw(IwPd {
+            pd: sys::ibv_pd {
+                context: ctx,
+                handle: client.handle().0,
+            },
+            magic: AtomicU64::new(IwPd::MAGIC),
+            client,
+            users: AtomicU32::new(0),
+        }),
+        Err(e) => {
+            fail("ibv_alloc_pd", &e);
+            std::ptr::null_mut()
+        }
+    }
+}
+
+/// `int ibv_dealloc_pd(struct ibv_pd *)`: `EBUSY` while objects of it exist.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
+    let Some(p) = from_raw::<IwPd>(pd) else {
+        return fail_with("ibv_dealloc_pd", libc::EINVAL, "not a PD of this library");
+    };
+    if p.users.load(Ordering::Acquire) != 0 {
+        return fail_with("ibv_dealloc_pd", libc::EBUSY, "MRs or QPs of the PD remain");
+    }
+    // SAFETY: from into_raw; the application gives the PD up with this call.
+    unsafe { free(p) };
+    0
+}
+
+/// A memory region.
+#[repr(C)]
+pub(crate) struct IwMr {
+    pub(crate) mr: sys::ibv_mr,
+    magic: AtomicU64,
+    client: Mr,
+    pd: &'static IwPd,
+}
+
+impl Wrapped for IwMr {
+    type Raw = sys::ibv_mr;
+    const MAGIC: u64 = 0x6977_6172_705f_6d72;
+    fn magic(&self) -> &AtomicU64 {
+        &self.magic
+    }
+}
+
+/// rdma-core's access flags as the client library's, or the errno refusing them.
+pub(crate) fn access_of(flags: u32) -> Result<Access, (c_int, &'static str)> {
+    let local_write = flags & sys::IBV_ACCESS_LOCAL_WRITE != 0;
+    let remote_write = flags & sys::IBV_ACCESS_REMOTE_WRITE != 0;
+    if remote_write && !local_write {
+        return Err((libc::EINVAL, "REMOTE_WRITE without LOCAL_WRITE"));
+    }
+    if flags & sys::IBV_ACCESS_REMOTE_ATOMIC != 0 {
+        return Err((libc::EOPNOTSUPP, "iWARP has no atomics"));
+    }
+    if flags & (sys::IBV_ACCESS_ON_DEMAND | sys::IBV_ACCESS_ZERO_BASED) != 0 {
+        return Err((libc::EOPNOTSUPP, "on-demand paging and zero-based MRs"));
+    }
+    // IBV_ACCESS_OPTIONAL_RANGE (bits 20-28): hints a provider may ignore.
+    const OPTIONAL_RANGE: u32 = 0x1ff0_0000;
+    let known = sys::IBV_ACCESS_LOCAL_WRITE
+        | sys::IBV_ACCESS_REMOTE_WRITE
+        | sys::IBV_ACCESS_REMOTE_READ
+        | sys::IBV_ACCESS_MW_BIND
+        | sys::IBV_ACCESS_HUGETLB
+        | OPTIONAL_RANGE;
+    if flags & !known != 0 {
+        // Also IBV_ACCESS_FLUSH_* of newer headers: no FLUSH in this provider.
+        return Err((libc::EOPNOTSUPP, "unknown or unsupported access flags"));
+    }
+    let mut a = Access::LOCAL_READ;
+    if local_write {
+        a |= Access::LOCAL_WRITE;
+    }
+    if remote_write {
+        a |= Access::REMOTE_WRITE;
+    }
+    if flags & sys::IBV_ACCESS_REMOTE_READ != 0 {
+        a |= Access::REMOTE_READ;
+    }
+    if flags & sys::IBV_ACCESS_MW_BIND != 0 {
+        a |= Access::MW_BIND;
+    }
+    Ok(a)
+}
+
+fn reg(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: u32,
+) -> *mut sys::ibv_mr {
+    const WHAT: &str = "ibv_reg_mr";
+    let Some(p) = from_raw::<IwPd>(pd) else {
+        fail_with(WHAT, libc::EINVAL, "not a PD of this library");
+        return std::ptr::null_mut();
+    };
+    if addr.is_null() || len == 0 {
+        fail_with(WHAT, libc::EINVAL, "NULL address or zero length");
+        return std::ptr::null_mut();
+    }
+    if iova != addr as u64 {
+        fail_with(WHAT, libc::EOPNOTSUPP, "an IOVA other than the address");
+        return std::ptr::null_mut();
+    }
+    let a = match access_of(access) {
+        Ok(a) => a,
+        Err((n, why)) => {
+            fail_with(WHAT, n, why);
+            return std::ptr::null_mut();
+        }
+    };
+    // SAFETY: rdma-core's contract for ibv_reg_mr: the memory is the application's and
+    // stays allocated while the MR exists. The remap copies the enclosing pages first
+    // (docs/APPS.md); a concurrent writer to the same pages during this call is the
+    // application's race, as with fork-safety in rdma-core.
+    let client = match unsafe { p.client.reg_user_mr(addr.cast(), len, a) } {
+        Ok(m) => m,
+        Err(e) => {
+            fail(WHAT, &e);
+            return std::ptr::null_mut();
+        }
+    };
+    p.users.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: IwPd objects live until ibv_dealloc_pd, which refuses while users remain.
+    let pd_ref: &'static IwPd = unsafe { &*(p as *const IwPd) };
+    let key = client.lkey().0;
+    into_raw(IwMr {
+        mr: sys::ibv_mr {
+            context: p.pd.context,
+            pd,
+            addr,
+            length: len,
+            handle: key,
+            lkey: key,
+            rkey: client.rkey().0,
+        },
+        magic: AtomicU64::new(IwMr::MAGIC),
+        client,
+        pd: pd_ref,
+    })
+}
+
+/// `struct ibv_mr *ibv_reg_mr(struct ibv_pd *, void *addr, size_t length, int access)`.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_reg_mr(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> *mut sys::ibv_mr {
+    reg(pd, addr, len, addr as u64, access as u32)
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova(pd, addr, length, uint64_t iova, int access)`.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_reg_mr_iova(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: c_int,
+) -> *mut sys::ibv_mr {
+    reg(pd, addr, len, iova, access as u32)
+}
+
+/// `struct ibv_mr *ibv_reg_mr_iova2(pd, addr, length, uint64_t iova, unsigned access)`
+/// (what the header's `ibv_reg_mr` calls when the access flags are not constant).
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_reg_mr_iova2(
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    iova: u64,
+    access: u32,
+) -> *mut sys::ibv_mr {
+    reg(pd, addr, len, iova, access)
+}
+
+/// `int ibv_dereg_mr(struct ibv_mr *)`.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_dereg_mr(mr: *mut sys::ibv_mr) -> c_int {
+    let Some(m) = from_raw::<IwMr>(mr) else {
+        return fail_with("ibv_dereg_mr", libc::EINVAL, "not an MR of this library");
+    };
+    m.pd.users.fetch_sub(1, Ordering::AcqRel);
+    // SAFETY: from into_raw; the application gives the MR up with this call. Dropping the
+    // client's Mr deregisters it in the daemon.
+    unsafe { free(m) };
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn access_flags_map_and_refuse_as_a_provider_does() {
+        let a = access_of(sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_WRITE).unwrap();
+        assert!(a.contains(Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE));
+        assert!(!a.contains(Access::REMOTE_READ));
+        assert_eq!(
+            access_of(sys::IBV_ACCESS_REMOTE_WRITE).unwrap_err().0,
+            libc::EINVAL
+        );
+        assert_eq!(
+            access_of(sys::IBV_ACCESS_REMOTE_ATOMIC).unwrap_err().0,
+            libc::EOPNOTSUPP
+        );
+        assert!(access_of(sys::IBV_ACCESS_RELAXED_ORDERING).is_ok());
+    }
+}

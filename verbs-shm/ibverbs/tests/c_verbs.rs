@@ -1,0 +1,123 @@
+//! C programs compiled against the system's `<infiniband/verbs.h>` and linked against this
+//! library, run against iwarpd: the structures, the ops table behind the header's inline
+//! functions, and the errno conventions, as rdma-core's applications see them.
+
+mod common;
+
+use common::*;
+use iwarp_apps_tests::{Daemon, SystemLock};
+
+#[test]
+fn verbs_objects_through_rdma_cores_header() {
+    if !can_run_daemons("verbs_objects_through_rdma_cores_header") {
+        return;
+    }
+    let lib = lib_dir("objects");
+    let prog = compile_c("verbs_objects", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvobj");
+    let dir = temp_dir("objects");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.trim() == "ok",
+        "verbs_objects failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
+/// Runs `rc_cm server` on daemon A and `rc_cm client` on daemon B with `mode` (empty or
+/// "badkey") and returns both outputs; panics with both and the daemons' logs unless
+/// both print "ok" and exit 0.
+fn run_rc_cm(tag: &str, port: &str, mode: &[&str]) -> (String, String) {
+    let lib = lib_dir(tag);
+    let prog = compile_c("rc_cm", &lib, &["-lrdmacm"]);
+    let _lock = SystemLock::acquire();
+    let pair = iwarp_apps_tests::DaemonPair::start(tag);
+    let dir_a = verbs_dir_of(&format!("{tag}-a"), &pair.a);
+    let dir_b = verbs_dir_of(&format!("{tag}-b"), &pair.b);
+    let ip = format!(
+        "{}.{}.{}.{}",
+        pair.a.ip[0], pair.a.ip[1], pair.a.ip[2], pair.a.ip[3]
+    );
+    let run = iwarp_apps_tests::system::workspace_root().join("scripts/iwarp-run");
+    let mut server = std::process::Command::new(&run)
+        .arg(&prog)
+        .args(["server", &ip, port])
+        .args(mode)
+        .env("IWARP_LIB_DIR", &lib)
+        .env("IWARP_VERBS_DIR", &dir_a)
+        .env("IWARP_DEBUG", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the server");
+    // Wait for "listening" before the client connects.
+    let mut so = std::io::BufReader::new(server.stdout.take().expect("server stdout"));
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut so, &mut line).expect("read the server's first line");
+    assert_eq!(line.trim(), "listening", "server did not listen");
+    let mut args = vec!["client", ip.as_str(), port];
+    args.extend_from_slice(mode);
+    let client = iwarp_run(&lib, &dir_b, &prog, &args);
+    let (cout, cerr) = text(&client);
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::time::Instant::now() < end {
+        if let Ok(Some(_)) = server.try_wait() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = server.kill();
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut so, &mut rest);
+    let sres = server.wait_with_output().expect("server output");
+    let serr = String::from_utf8_lossy(&sres.stderr);
+    let report = format!(
+        "client ({}):\n{cout}\n{cerr}\nserver ({}):\n{rest}\n{serr}\n{}",
+        client.status,
+        sres.status,
+        pair.logs()
+    );
+    let last = |s: &str| s.lines().last().unwrap_or("").trim().to_string();
+    assert!(
+        client.status.success() && last(&cout) == "ok",
+        "client:\n{report}"
+    );
+    assert!(
+        sres.status.success() && last(&rest) == "ok",
+        "server:\n{report}"
+    );
+    (cout, rest)
+}
+
+/// `rc_cm`: SEND/RECV, a 256 KiB RDMA READ and RDMA WRITE, every byte checked on the
+/// side that receives it.
+#[test]
+fn send_write_read_between_two_daemons_through_rdma_cores_headers() {
+    if !can_run_daemons("send_write_read_between_two_daemons_through_rdma_cores_headers") {
+        return;
+    }
+    run_rc_cm("rccm", "7300", &[]);
+}
+
+/// `rc_cm ... badkey`: an RDMA WRITE with a wrong rkey completes with a remote error;
+/// `ibv_get_async_event` names the QP on both sides (the target: access error, the
+/// initiator: fatal, from the Terminate it received).
+#[test]
+fn a_bad_rkey_gives_async_events_naming_the_qps() {
+    if !can_run_daemons("a_bad_rkey_gives_async_events_naming_the_qps") {
+        return;
+    }
+    let (client, server) = run_rc_cm("rcbad", "7301", &["badkey"]);
+    assert!(
+        client.contains("async local work queue catastrophic error"),
+        "{client}"
+    );
+    assert!(
+        server.contains("async local access violation work queue error"),
+        "{server}"
+    );
+}
