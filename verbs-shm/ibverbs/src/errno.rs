@@ -14,6 +14,8 @@ pub(crate) fn errno_of(e: &Error) -> libc::c_int {
         Error::Daemon(r) => daemon_errno(r.code),
         Error::Timeout => libc::ETIMEDOUT,
         Error::DaemonGone => libc::EIO,
+        // Every client slot of the daemon is taken: the device is busy, try again later.
+        Error::DaemonFull(_) => libc::EBUSY,
         Error::QueueFull => libc::ENOMEM,
         Error::WouldBlock => libc::EAGAIN,
         Error::InvalidArgument(_) => libc::EINVAL,
@@ -29,7 +31,7 @@ fn daemon_errno(code: ErrorCode) -> libc::c_int {
         ShuttingDown => libc::EIO,
         LimitReached | InsufficientResources | OutOfMemory => libc::ENOMEM,
         NoSuchObject => libc::ENOENT,
-        InUse => libc::EBUSY,
+        InUse | DaemonFull => libc::EBUSY,
         CoreTimeout => libc::ETIMEDOUT,
         BadFd => libc::EBADF,
         AddressInUse => libc::EADDRINUSE,
