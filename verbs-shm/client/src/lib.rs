@@ -49,6 +49,8 @@ mod qp;
 mod queue;
 mod remap;
 mod srq;
+#[cfg(feature = "tokio")]
+mod tokio_io;
 
 #[cfg(test)]
 mod tests;
@@ -63,6 +65,8 @@ pub use mr::{FastRegMr, Mr, Mw};
 pub use pd::Pd;
 pub use qp::{Qp, QpInitAttr};
 pub use srq::{Srq, SrqInitAttr};
+#[cfg(feature = "tokio")]
+pub use tokio_io::{AsyncEventStream, CmEventStream};
 
 pub use iwarp_types::{
     Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode,
