@@ -20,7 +20,7 @@ use iwarp_verbs::*;
 /// Receives posted ahead on each side (the n-th message lands in the n-th receive).
 const RECV_DEPTH: u64 = 8;
 /// Seed of the RDMA WRITE pattern.
-const WRITE_SEED: u64 = 0x5752_4954_45;
+const WRITE_SEED: u64 = 0x0057_5249_5445;
 
 #[derive(Parser, Debug)]
 #[command(about = "rping-like SEND/RECV ping-pong and RDMA WRITE+READ check over iwarpd")]
