@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include <rte_config.h>
+#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -271,4 +272,43 @@ int munmap(void *addr, size_t len)
 void *shim_guard_munmap_addr(void)
 {
 	return (void *)&munmap;
+}
+
+/*
+ * Interrupt-thread barrier. memif runs its control channel on the EAL interrupt thread:
+ * a peer's DISCONNECT (or hang-up) makes it run memif_disconnect(), which rte_free()s
+ * the regions; closing a device leaves an unregister-pending callback that frees the
+ * channel later, also there. If rte_eal_cleanup() has torn the heaps down by then, that
+ * rte_free() faults (seen: SIGSEGV at 0x68 in librte_eal on eal-intr-thread after a
+ * SIGINT of the perf-loopback daemon, whose two memif ports talk to each other). An
+ * alarm callback runs on the interrupt thread: once one alarm ran, and then a second
+ * one set afterwards ran too, every event that was pending when the barrier began has
+ * been handled (level-triggered epoll: it came in the first alarm's batch or earlier,
+ * and that batch is over when the second alarm runs).
+ */
+static void shim_barrier_alarm(void *arg)
+{
+	atomic_store_explicit((atomic_int *)arg, 1, memory_order_release);
+}
+
+int shim_intr_barrier(unsigned int rounds, unsigned int timeout_ms)
+{
+	for (unsigned int r = 0; r < rounds; r++) {
+		atomic_int done = 0;
+		int ret = rte_eal_alarm_set(1, shim_barrier_alarm, &done);
+		if (ret != 0)
+			return ret;
+		uint64_t hz = rte_get_tsc_hz();
+		uint64_t end = rte_rdtsc() + hz / 1000 * timeout_ms;
+		while (!atomic_load_explicit(&done, memory_order_acquire)) {
+			if (rte_rdtsc() > end) {
+				/* Waits while the callback runs; afterwards `done` is ours again. */
+				rte_eal_alarm_cancel(shim_barrier_alarm, &done);
+				return -ETIMEDOUT;
+			}
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
 }
