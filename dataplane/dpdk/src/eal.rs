@@ -31,8 +31,17 @@ impl Drop for EalInner {
     fn drop(&mut self) {
         wait_all_workers();
         // Callbacks still queued for the interrupt thread (a memif peer's disconnect, a
-        // closed device's pending unregister) run before the heaps go away.
+        // closed device's pending unregister) run before the heaps go away; then the
+        // thread is parked for good: rte_eal_cleanup does not stop it, and it must not
+        // walk its interrupt sources while their memory is unmapped.
         interrupt_barrier();
+        // SAFETY: EAL initialised; no code of ours runs on the interrupt thread, and
+        // nothing after cleanup needs it (every port is closed: they hold this struct).
+        if unsafe { sys::shim_intr_park(BARRIER_TURN_MS) } != 0 {
+            // Cleanup is skipped rather than risk it under a running interrupt thread;
+            // the process is about to exit and the kernel reclaims the memory.
+            return;
+        }
         // SAFETY: the EAL was initialised; every mempool and port holds an Arc to this
         // struct, so none is left; the workers have returned. Cleanup runs once.
         unsafe { sys::rte_eal_cleanup() };
