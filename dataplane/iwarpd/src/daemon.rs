@@ -2,7 +2,7 @@
 //! serves the stats socket, starts the load generator and runs the shutdown.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
@@ -73,12 +73,14 @@ struct CoreHandle {
 
 /// Runs the daemon until a signal (or, with `loadgen`, until the run is over).
 pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
+    // The signal that asks for the orderly shutdown (0: none yet). SIGPIPE is ignored
+    // (Rust's runtime does that: a peer that went away is a write error, not a death).
+    let signal = Arc::new(AtomicUsize::new(0));
     // The cores stop after the control thread has torn its clients down.
     let core_stop = Arc::new(AtomicBool::new(false));
     let control_stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
             .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
     }
     // Everything the command line asks for is checked before DPDK starts.
@@ -93,6 +95,20 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         code: 2,
     })?;
     let n = cpus.len();
+    // One daemon per name; what a killed predecessor of this name left goes now.
+    let lock = crate::lock::acquire(
+        std::path::Path::new(crate::lock::LOCK_DIR),
+        &cfg.daemon.name,
+    )
+    .map_err(fail)?;
+    crate::debug!("holding {}", lock.path().display());
+    for (path, key) in owned_sockets(&cfg) {
+        if crate::lock::remove_stale_socket(std::path::Path::new(&path), &key).map_err(fail)?
+            == crate::lock::Stale::Removed
+        {
+            info!("{key}: removed the stale socket {path} (left by a daemon that did not stop in order)");
+        }
+    }
     let memory = memory_mode(&cfg, n)?;
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
     args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
@@ -278,8 +294,9 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     let started = StdInstant::now();
     let rss_start = crate::loadgen::rss_bytes();
     loop {
-        if stop.load(Ordering::Relaxed) {
-            info!("stopping (signal or end of run)");
+        let sig = signal.load(Ordering::Relaxed);
+        if sig != 0 {
+            info!("stopping on {}", signal_name(sig));
             break;
         }
         if let Some(s) = &stats_server {
@@ -335,7 +352,6 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     // Orderly shutdown: the control thread tells its clients and tears them down while
     // the cores still run; then the cores see the flag, close their QPs (FIN) within the
     // grace period, and return their final counters.
-    stop.store(true, Ordering::Relaxed);
     control_stop.store(true, Ordering::Relaxed);
     if let Some(t) = control_thread {
         if t.join().is_err() {
@@ -379,7 +395,56 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     drop(cores);
     drop(ports);
     drop(eal);
+    // memif socket files (socket-abstract=no) the closed ports left.
+    for (path, key) in owned_sockets(&cfg) {
+        if let Err(e) = crate::lock::remove_stale_socket(std::path::Path::new(&path), &key) {
+            warn!("{e}");
+        }
+    }
+    drop(lock);
     outcome
+}
+
+/// The signals that stop the daemon in order (docs/DAEMON.md): exit status 0, final
+/// counters printed, clients and peers told, socket files removed.
+pub const STOP_SIGNALS: [i32; 4] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGQUIT,
+];
+
+fn signal_name(sig: usize) -> &'static str {
+    match sig as i32 {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        signal_hook::consts::SIGQUIT => "SIGQUIT",
+        _ => "a signal",
+    }
+}
+
+/// The socket files daemon `cfg` creates, each with the key that names it: the stats
+/// socket, the verbs socket, and the files of memif server ports with
+/// `socket-abstract=no` (an abstract memif socket has no file).
+fn owned_sockets(cfg: &Config) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    if let Some(p) = cfg.daemon.stats_socket_path() {
+        v.push((p, "daemon.stats_socket".to_string()));
+    }
+    if cfg.control.enabled {
+        v.push((
+            cfg.control.socket_path(&cfg.daemon.name),
+            "control.socket".to_string(),
+        ));
+    }
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let (_, device) = p.device.eal_arg();
+        if let Some((socket, false)) = iwarp_dpdk::devargs::memif_server_socket(&device) {
+            v.push((socket, format!("port[{i}].device")));
+        }
+    }
+    v
 }
 
 #[allow(clippy::too_many_arguments)]

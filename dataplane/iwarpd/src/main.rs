@@ -4,6 +4,7 @@
 mod apps;
 mod daemon;
 mod loadgen;
+mod lock;
 mod log;
 mod ports;
 mod stats;

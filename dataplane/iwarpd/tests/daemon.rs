@@ -324,3 +324,115 @@ fn json_values(json: &str, key: &str) -> Vec<u64> {
         .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
         .collect()
 }
+
+/// Root, or (outside CI) skip: under `CI=true` a test that cannot run fails.
+fn need_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what} needs root (DPDK) and CI=true"
+    );
+    eprintln!("not root: {what} skipped");
+    false
+}
+
+/// The files a daemon of `name` with memif server socket `memif` creates.
+fn files_of(name: &str, memif: &str) -> Vec<String> {
+    vec![
+        format!("/run/iwarpd/{name}.sock"),
+        format!("/run/iwarpd/{name}.verbs"),
+        format!("/run/iwarpd/{name}.lock"),
+        memif.to_string(),
+    ]
+}
+
+#[test]
+fn every_stop_signal_ends_in_order_and_a_killed_daemon_is_replaced() {
+    if !need_root("the signal cases") {
+        return;
+    }
+    let id = std::process::id();
+    // SIGINT, SIGTERM, SIGHUP, SIGQUIT: exit 0, final counters printed, every file gone
+    // (a memif socket with a file, socket-abstract=no, included).
+    for sig in ["INT", "TERM", "HUP", "QUIT"] {
+        let name = format!("t-sig{}-{id}", sig.to_lowercase());
+        let memif = format!("/run/iwarpd/{name}.memif");
+        let dev = format!("net_memif0,role=server,socket={memif},socket-abstract=no");
+        let mut d = start(
+            &name,
+            &[
+                "--core",
+                "0",
+                "--device",
+                &dev,
+                "--set",
+                "eal.hugepages=\"off\"",
+                "--set",
+                "control.enabled=true",
+            ],
+        );
+        for f in files_of(&name, &memif) {
+            assert!(
+                Path::new(&f).exists(),
+                "SIG{sig}: {f} missing while running"
+            );
+        }
+        signal(&d, &format!("-{sig}"));
+        let st = wait_exit(&mut d, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("SIG{sig}: the daemon did not stop"));
+        let o = d.wait_with_output().expect("output");
+        let t = text(&o);
+        assert_eq!(st.code(), Some(0), "SIG{sig}: exit {st}: {t}");
+        assert!(t.contains("iterations"), "SIG{sig}: no final counters: {t}");
+        for f in files_of(&name, &memif) {
+            assert!(!Path::new(&f).exists(), "SIG{sig}: {f} left behind: {t}");
+        }
+    }
+    // kill -9 leaves its files; the next daemon of that name removes them and runs; a
+    // third one is refused while the second runs, and leaves the second's files alone.
+    let name = format!("t-kill-{id}");
+    let memif = format!("/run/iwarpd/{name}.memif");
+    let dev = format!("net_memif0,role=server,socket={memif},socket-abstract=no");
+    let args = [
+        "--core",
+        "0",
+        "--device",
+        &dev,
+        "--set",
+        "eal.hugepages=\"off\"",
+        "--set",
+        "control.enabled=true",
+        "--set",
+        "daemon.log_level=\"info\"",
+    ];
+    let mut first = start(&name, &args);
+    signal(&first, "-KILL");
+    let _ = first.wait();
+    for f in files_of(&name, &memif) {
+        assert!(Path::new(&f).exists(), "kill -9 removed {f}?");
+    }
+    let mut second = start(&name, &args);
+    let third = run(&[&["--name", name.as_str()][..], &args[..]].concat());
+    let t3 = text(&third);
+    assert_eq!(
+        third.status.code(),
+        Some(1),
+        "a second daemon of one name: {t3}"
+    );
+    assert!(t3.contains("already in use by a running iwarpd"), "{t3}");
+    for f in files_of(&name, &memif) {
+        assert!(Path::new(&f).exists(), "the refused daemon removed {f}");
+    }
+    assert!(run(&["--name", &name, "stats"]).status.success());
+    signal(&second, "-TERM");
+    let st = wait_exit(&mut second, Duration::from_secs(30)).expect("no stop");
+    let o = second.wait_with_output().expect("output");
+    let t = text(&o);
+    assert!(st.success(), "{st}: {t}");
+    assert!(t.contains("removed the stale socket"), "{t}");
+    for f in files_of(&name, &memif) {
+        assert!(!Path::new(&f).exists(), "{f} left behind: {t}");
+    }
+}
