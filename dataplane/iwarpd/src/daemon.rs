@@ -90,10 +90,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .transpose()
         .map_err(|message| Failure { message, code: 2 })?;
     let online = iwarp_config::daemon::online_cpus();
-    let cpus = cfg.cores.dataplane_cpus(&online).map_err(|e| Failure {
-        message: e.to_string(),
-        code: 2,
-    })?;
+    let cpus = host_checks(&cfg, &online).map_err(|message| Failure { message, code: 2 })?;
     let n = cpus.len();
     // One daemon per name; what a killed predecessor of this name left goes now.
     let lock = crate::lock::acquire(
@@ -403,6 +400,27 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     }
     drop(lock);
     outcome
+}
+
+/// The checks of the configuration against this machine that need no device (what
+/// `check-config` runs too): the CPUs of `[cores]` are online (`online`), the accounts
+/// of `[control]` exist. Returns the dataplane CPUs.
+pub fn host_checks(cfg: &Config, online: &[u32]) -> Result<Vec<u32>, String> {
+    let cpus = cfg
+        .cores
+        .dataplane_cpus(online)
+        .map_err(|e| e.to_string())?;
+    if cfg.control.enabled {
+        let c = &cfg.control;
+        iwarp_control::Policy::resolve(
+            &iwarp_control::AccountDb::system(),
+            &c.allow_users,
+            &c.allow_groups,
+            &c.admin_users,
+        )
+        .map_err(|e| format!("config error: {e}"))?;
+    }
+    Ok(cpus)
 }
 
 /// The signals that stop the daemon in order (docs/DAEMON.md): exit status 0, final

@@ -120,6 +120,55 @@ fn operator_facing_behaviour() {
         2,
         "/nonexistent.toml",
     );
+    // check-config runs every check that needs no device (issue 17 item 7): an offline
+    // dataplane CPU, an unknown account, two memif servers on one socket; and syntax
+    // errors name their key.
+    expect_fail(
+        &["--set", "cores.dataplane=[1000]", "check-config"],
+        2,
+        "cores.dataplane: CPU 1000 is not online",
+    );
+    expect_fail(
+        &[
+            "--set",
+            "control.allow_users=[\"no-such-user-iwarp\"]",
+            "check-config",
+        ],
+        2,
+        "control.allow_users[0]",
+    );
+    expect_fail(
+        &[
+            "--config",
+            "config/examples/perf-loopback.toml",
+            "--set",
+            "port.1.device=\"net_memif1,role=server,socket=/run/iwarpd/perf-loop.memif,bsize=10240\"",
+            "check-config",
+        ],
+        2,
+        "port[1].device: memif server socket",
+    );
+    let dir = std::env::temp_dir().join(format!("iwarpd-cfg-{id}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let big = dir.join("big.toml");
+    std::fs::write(
+        &big,
+        "[[port]]\ndevice = \"net_ring0\"\nmtu = 99999999999999999999999\n",
+    )
+    .expect("write");
+    expect_fail(
+        &["--config", big.to_str().expect("utf-8"), "check-config"],
+        2,
+        "port[0].mtu: TOML syntax",
+    );
+    let dup = dir.join("dup.toml");
+    std::fs::write(&dup, "[daemon]\nname = \"a\"\n\n[daemon]\nname = \"b\"\n").expect("write");
+    expect_fail(
+        &["--config", dup.to_str().expect("utf-8"), "check-config"],
+        2,
+        "config error: daemon: TOML syntax",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     let ok = run(&["check-config"]);
     assert!(
         ok.status.success(),
