@@ -91,7 +91,9 @@ impl Config {
             let line = line_of(text, span.start);
             // The key (or table) written on that line, so that the error names it even
             // when the parser's message does not (a too large integer, a duplicate table).
-            let field = key_at_line(text, line).unwrap_or_else(|| "file".to_string());
+            let field = key_at_line(text, line)
+                .filter(|k| k.split('.').all(|part| !part.trim().is_empty()))
+                .unwrap_or_else(|| "file".to_string());
             ConfigError::new(field, format!("TOML syntax: {}", e.message())).at_line(line)
         })?;
         let from_file = |err: ConfigError| file_line(text, err);
@@ -445,6 +447,9 @@ mod tests {
         let e = Config::from_toml_str("x = 99999999999999999999999\n").unwrap_err();
         assert_eq!(e.field, "x", "{e}");
         assert_eq!(key_at_line("a = 1\n", 2), None);
+        // A broken header or key has no name to give: `file`.
+        let e = Config::from_toml_str("[]\nx = 1\n").unwrap_err();
+        assert_eq!(e.field, "file", "{e}");
     }
 
     #[test]
