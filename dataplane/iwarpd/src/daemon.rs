@@ -389,10 +389,12 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             }
         }
     }
+    drop(stats_server);
     drop(cores);
     drop(ports);
     drop(eal);
-    // memif socket files (socket-abstract=no) the closed ports left.
+    // memif socket files (socket-abstract=no) the closed ports left; the stats and verbs
+    // sockets are gone already (their owners removed them).
     for (path, key) in owned_sockets(&cfg) {
         if let Err(e) = crate::lock::remove_stale_socket(std::path::Path::new(&path), &key) {
             warn!("{e}");
