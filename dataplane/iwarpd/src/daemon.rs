@@ -150,6 +150,14 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         );
         ports.push(p);
     }
+    // Link state: read by the control loop below at a bounded rate, published for the
+    // stats socket, QueryPort and iwarpctl.
+    let links = Arc::new(crate::link::Links::new(ports.len()));
+    let mut link_watch = crate::link::LinkWatch::new();
+    link_watch.poll(&links, &mut |i| {
+        let l = ports[i].port.link();
+        (l.up, l.speed_mbps)
+    });
     let seeds = Seeds::from_config(&cfg).map_err(|e| fail(format!("seeds: {e}")))?;
     let capture = cfg.capture.enabled().then(|| {
         Capture::new(
@@ -264,6 +272,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             regions,
             &ports,
             stats,
+            Arc::clone(&links),
             Arc::clone(&control_stop),
         )
         .map_err(fail)?;
@@ -296,8 +305,12 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             info!("stopping on {}", signal_name(sig));
             break;
         }
+        link_watch.poll(&links, &mut |i| {
+            let l = ports[i].port.link();
+            (l.up, l.speed_mbps)
+        });
         if let Some(s) = &stats_server {
-            s.serve(&mut |json| render_stats(&cores, &servers, json));
+            s.serve(&mut |json| render_stats(&cores, &servers, &links, json));
         }
         if let Some(gone) = cores
             .iter()
@@ -373,6 +386,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     }
     let total = Snapshot::sum(finals.iter());
     eprintln!("{total}");
+    eprint!("{}", links.render());
     for (i, p) in ports.iter().enumerate() {
         if let Ok(s) = p.port.stats() {
             info!(
@@ -600,7 +614,12 @@ fn memory_text(m: &MemoryMode) -> String {
     }
 }
 
-fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String {
+fn render_stats(
+    cores: &[CoreHandle],
+    servers: &[Shared],
+    links: &crate::link::Links,
+    json: bool,
+) -> String {
     let per: Vec<Snapshot> = cores.iter().map(|c| c.stats.snapshot()).collect();
     let total = Snapshot::sum(per.iter());
     let server: Vec<String> = servers
@@ -616,13 +635,14 @@ fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String 
     if json {
         let cores_json: Vec<String> = per.iter().map(Snapshot::to_json).collect();
         format!(
-            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}]}}\n",
+            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}],\"links\":{}}}\n",
             total.to_json(),
             cores_json.join(","),
-            server.join(",")
+            server.join(","),
+            links.to_json()
         )
     } else {
-        let mut s = format!("total ({} cores)\n{total}\n", per.len());
+        let mut s = format!("total ({} cores)\n{total}\n{}", per.len(), links.render());
         for (i, c) in per.iter().enumerate() {
             s.push_str(&format!("core {i}\n{c}\n"));
         }

@@ -3,6 +3,7 @@
 
 mod apps;
 mod daemon;
+mod link;
 mod loadgen;
 mod lock;
 mod log;

@@ -124,6 +124,7 @@ pub fn start(
     regions: Arc<RegionTable>,
     ports: &[OpenPort],
     stats: Vec<Arc<CoreStats>>,
+    links: Arc<crate::link::Links>,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, String> {
     let n = handles.len();
@@ -141,6 +142,9 @@ pub fn start(
         Some(Placement::new(policy, stats)),
     )?;
     server.set_service_ports(service_ports)?;
+    server.set_links(Box::new(move |i| {
+        links.get(i).map(|v| (v.up, v.speed_mbps))
+    }));
     server.bind()?;
     std::thread::Builder::new()
         .name("iwarpd-control".into())

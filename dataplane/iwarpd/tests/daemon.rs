@@ -257,15 +257,44 @@ fn operator_facing_behaviour() {
         &format!("t-b-{id}"),
         &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // The link comes up (issue 17 item 5: link state in stats, QueryPort, the log).
+    let stats_a = || text(&run(&["--name", &name_a, "stats"]));
+    let link_is = |want: &str| {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = stats_a();
+            if s.contains(want) {
+                return s;
+            }
+            assert!(Instant::now() < end, "no `{want}` in the stats: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    link_is("port 0: up");
     signal(&b, "-KILL");
     let _ = b.wait();
-    std::thread::sleep(Duration::from_millis(500));
+    // The survivor sees the link go down, counts it, and logs it (warn, with the time).
+    link_is("link_ups 1 link_downs 1");
+    link_is("port 0: down");
     assert!(
         a.try_wait().expect("try_wait").is_none(),
         "the server died with its memif peer"
     );
-    assert!(run(&["--name", &name_a, "stats"]).status.success());
+    // The peer comes back: up again.
+    let mut b = start(
+        &format!("t-b-{id}"),
+        &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
+    );
+    let s = link_is("port 0: up");
+    assert!(s.contains("link_ups 2 link_downs 1"), "{s}");
+    let json = text(&run(&["--name", &name_a, "stats", "--json"]));
+    assert!(
+        json.contains("\"links\":[{\"port\":0,\"link_up\":true"),
+        "{json}"
+    );
+    signal(&b, "-TERM");
+    let _ = wait_exit(&mut b, Duration::from_secs(30)).expect("the client did not stop");
+    link_is("port 0: down");
     signal(&a, "-TERM");
     let st = wait_exit(&mut a, Duration::from_secs(20)).expect("SIGTERM: the daemon did not stop");
     let o = a.wait_with_output().expect("output");
@@ -273,6 +302,11 @@ fn operator_facing_behaviour() {
     assert!(
         text(&o).contains("iterations"),
         "final counters printed at exit: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("port 0: link down at 20"),
+        "link down logged with its time: {}",
         text(&o)
     );
 }
