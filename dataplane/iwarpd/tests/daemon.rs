@@ -519,3 +519,115 @@ fn every_stop_signal_ends_in_order_and_a_killed_daemon_is_replaced() {
         assert!(!Path::new(&f).exists(), "{f} left behind: {t}");
     }
 }
+
+/// `"key":N` of the `"total"` object of a stats JSON (the first occurrence).
+fn total_value(json: &str, key: &str) -> Option<u64> {
+    json_values(json, key).first().copied()
+}
+
+#[test]
+fn a_dead_peers_connections_end_within_the_configured_tcp_bound() {
+    if !need_root("the dead-peer case") {
+        return;
+    }
+    let id = std::process::id();
+    let sock = format!("/run/iwarpd/t-{id}-dp.memif");
+    let name_a = format!("t-dp-a-{id}");
+    let dev_a = format!("net_memif0,role=server,socket={sock}");
+    // Timers short enough for a test: keepalive 2 s + 2 x 1 s, retransmissions 4 x at
+    // most 500 ms. The bound is about 4 s; the deadline below is generous.
+    let tcp = [
+        "--set",
+        "tcp.keepalive_idle_ms=2000",
+        "--set",
+        "tcp.keepalive_interval_ms=1000",
+        "--set",
+        "tcp.keepalive_count=2",
+        "--set",
+        "tcp.rto_ms_initial=200",
+        "--set",
+        "tcp.rto_ms_max=500",
+        "--set",
+        "tcp.max_retries=4",
+    ];
+    let mut args = vec![
+        "--config",
+        "config/examples/memif-server.toml",
+        "--core",
+        "1",
+        "--device",
+        &dev_a,
+    ];
+    args.extend_from_slice(&tcp);
+    let mut a = start(&name_a, &args);
+    let dev_b = format!("net_memif0,role=client,socket={sock}");
+    let name_b = format!("t-dp-b-{id}");
+    let mut b = iwarpd(&[
+        "--config",
+        "config/examples/memif-client.toml",
+        "--name",
+        &name_b,
+        "--core",
+        "0",
+        "--device",
+        &dev_b,
+        "--log-level",
+        "warn",
+        "loadgen",
+        "--peer",
+        "198.18.0.1:7000",
+        "--op",
+        "write",
+        "--size",
+        "4K",
+        "--qps",
+        "2",
+        "--depth",
+        "4",
+        "--seconds",
+        "120",
+        "--warmup-seconds",
+        "0",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("spawn the load generator");
+    let stats = || text(&run(&["--name", &name_a, "stats", "--json"]));
+    let wait_for = |what: &str, f: &dyn Fn(&str) -> bool, within: Duration| {
+        let end = Instant::now() + within;
+        loop {
+            let s = stats();
+            if f(&s) {
+                return s;
+            }
+            assert!(Instant::now() < end, "{what}: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(
+        "the load generator's connections never came up",
+        &|s| total_value(s, "conns_live").unwrap_or(0) >= 2,
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&b, "-KILL");
+    let _ = b.wait();
+    let killed = Instant::now();
+    // Without keepalive (the old default) the receiving side's connections stayed live.
+    let s = wait_for(
+        "the dead peer's connections are still live",
+        &|s| total_value(s, "conns_live") == Some(0),
+        Duration::from_secs(60),
+    );
+    let took = killed.elapsed();
+    assert!(
+        total_value(&s, "tcp_timeouts").unwrap_or(0) >= 2,
+        "ended by the TCP timers: {s}"
+    );
+    assert!(s.contains("\"link_up\":false"), "{s}");
+    eprintln!("dead peer's connections ended {took:?} after kill -9");
+    signal(&a, "-TERM");
+    let st = wait_exit(&mut a, Duration::from_secs(30)).expect("the server did not stop");
+    assert!(st.success(), "{st}");
+}
