@@ -34,9 +34,10 @@ pub fn acquire(dir: &Path, name: &str) -> Result<InstanceLock, String> {
             .truncate(false)
             .open(&path)
             .map_err(|e| format!("cannot open the lock file {}: {e}", path.display()))?;
-        match file.try_lock() {
+        // rustix's flock: File::try_lock is newer than the workspace's rust-version.
+        match rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive) {
             Ok(()) => {}
-            Err(std::fs::TryLockError::WouldBlock) => {
+            Err(rustix::io::Errno::WOULDBLOCK) => {
                 let holder = std::fs::read_to_string(&path).unwrap_or_default();
                 let holder = holder.trim();
                 return Err(format!(
@@ -49,7 +50,7 @@ pub fn acquire(dir: &Path, name: &str) -> Result<InstanceLock, String> {
                     path.display()
                 ));
             }
-            Err(std::fs::TryLockError::Error(e)) => {
+            Err(e) => {
                 return Err(format!("cannot lock {}: {e}", path.display()));
             }
         }
@@ -83,7 +84,7 @@ impl Drop for InstanceLock {
         // Removed while still locked: a newcomer that opened it meanwhile sees another
         // inode at the path after its lock and retries.
         let _ = std::fs::remove_file(&self.path);
-        let _ = self.file.unlock();
+        let _ = rustix::fs::flock(&self.file, rustix::fs::FlockOperation::Unlock);
     }
 }
 

@@ -117,6 +117,7 @@ fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
 }
 
 /// The control server, bound to its socket, running on its own thread until `stop`.
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     cfg: &Config,
     handles: Vec<ServiceHandle>,
