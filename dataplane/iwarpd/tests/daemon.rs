@@ -614,6 +614,10 @@ fn a_dead_peers_connections_end_within_the_configured_tcp_bound() {
     signal(&b, "-KILL");
     let _ = b.wait();
     let killed = Instant::now();
+    // What the killed daemon left (a restart of that name would remove it too).
+    for f in files_of(&name_b, "") {
+        let _ = std::fs::remove_file(f);
+    }
     // Without keepalive (the old default) the receiving side's connections stayed live.
     let s = wait_for(
         "the dead peer's connections are still live",
