@@ -555,6 +555,26 @@ fn rtr_each_kind_releases_the_responder() {
 }
 
 #[test]
+fn graceful_disconnect_waits_for_the_read_rtr_response() {
+    // Issue 17 (sim seed 0x8647c85e4a86d9bd): a disconnect posted while the zero-length
+    // Read RTR (RFC 6581) was in the ORQ waited for the ORQ, but the RTR's Read Response
+    // emptied it without checking the pending close: no FIN, a close that never ended.
+    let mut p = rtr_pair(RtrKind::Read);
+    assert!(p.step(true), "the initiator sends the RTR Read Request");
+    p.a.rnic.qp_disconnect(p.a.qp).unwrap();
+    assert_eq!(state(&p.a), QpState::Rts, "the RTR Read is outstanding");
+    assert_eq!(p.a.rnic.qp_poll_llp_request(p.a.qp), None);
+    assert!(p.step(false), "the responder answers the RTR");
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+    assert_eq!(state(&p.a), QpState::Closing);
+    assert_eq!(
+        p.a.rnic.qp_poll_llp_request(p.a.qp),
+        Some(LlpRequest::Close)
+    );
+    assert!(p.a.events().is_empty());
+}
+
+#[test]
 fn queue_rtr_by_hand() {
     let mut p = Pair::new();
     p.a.rnic.qp_queue_rtr(p.a.qp, RtrKind::Write).unwrap();
