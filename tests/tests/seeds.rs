@@ -19,3 +19,23 @@ fn replay(seed: u64) {
 fn seed_8647c85e4a86d9bd_disconnect_waiting_for_the_read_rtr() {
     replay(0x8647_c85e_4a86_d9bd);
 }
+
+/// The responder (which never sent an FPDU) closed; its FIN was lost, and the initiator's
+/// nudge (a zero-length RDMA Write, proto nudge.rs) reached it in Closing before the
+/// retransmitted FIN reached the initiator: the responder called it a Bad Close.
+#[test]
+fn seed_0b82b770adb821af_nudge_crosses_a_lost_fin() {
+    replay(0x0b82_b770_adb8_21af);
+}
+
+/// The same race as `seed_0b82b770adb821af_nudge_crosses_a_lost_fin`.
+#[test]
+fn seed_e00b054ffad084ed_nudge_crosses_a_lost_fin() {
+    replay(0xe00b_054f_fad0_84ed);
+}
+
+/// The same race as `seed_0b82b770adb821af_nudge_crosses_a_lost_fin`.
+#[test]
+fn seed_1cc61bf3419810a5_nudge_crosses_a_lost_fin() {
+    replay(0x1cc6_1bf3_4198_10a5);
+}

@@ -456,11 +456,30 @@ fn segment_while_closing_is_a_bad_close() {
         qp_events(&mut s).is_empty(),
         "Modify to Closing raises no event"
     );
-    let seg = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    // A one-byte RDMA Write (a zero-length one carries no data: see below).
+    let seg = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x5a];
     assert_eq!(s.inject(&seg), Ok(()));
     assert_eq!(state(&s), QpState::Error);
     assert_eq!(s.rnic.qp_poll_llp_request(s.qp), Some(LlpRequest::Reset));
     assert_eq!(qp_events(&mut s), [AsyncEventKind::BadClose]);
+}
+
+#[test]
+fn zero_length_write_while_closing_is_dropped() {
+    // Issue 17 (sim seeds 0x0b82b770adb821af, 0xe00b054ffad084ed, 0x1cc61bf3419810a5):
+    // the peer's nudge (a zero-length Write) crossed our late FIN and made a Bad Close
+    // of a close with nothing outstanding.
+    let mut s = Side::new(1, &Opts::default());
+    s.rnic.modify_qp(s.qp, &to(QpState::Closing)).unwrap();
+    assert_eq!(s.rnic.qp_poll_llp_request(s.qp), Some(LlpRequest::Close));
+    let nudge = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(s.inject(&nudge), Ok(()));
+    assert_eq!(state(&s), QpState::Closing);
+    assert!(qp_events(&mut s).is_empty());
+    assert_eq!(s.rnic.qp_poll_llp_request(s.qp), None);
+    s.rnic.qp_llp_event(s.qp, LlpEvent::Closed);
+    assert_eq!(state(&s), QpState::Idle);
+    assert_eq!(qp_events(&mut s), [AsyncEventKind::LlpCloseComplete]);
 }
 
 #[test]
