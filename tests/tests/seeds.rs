@@ -39,3 +39,11 @@ fn seed_e00b054ffad084ed_nudge_crosses_a_lost_fin() {
 fn seed_1cc61bf3419810a5_nudge_crosses_a_lost_fin() {
     replay(0x1cc6_1bf3_4198_10a5);
 }
+
+/// Four SYNs in a row were lost (4 % loss). MPA's handshake deadline (10 s) ran from
+/// connect() and ended the attempt before TCP's own SYN schedule (syn_retries 6) could
+/// send the fifth SYN: "connect failed: ConnectFailed { reason: Timeout }".
+#[test]
+fn seed_ef6cf539b285e1da_four_lost_syns() {
+    replay(0xef6c_f539_b285_e1da);
+}

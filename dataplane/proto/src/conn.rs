@@ -205,8 +205,20 @@ impl Conn {
                 (None, y) => y,
             }
         }
-        let t = earlier(self.tcp.poll_timeout(), self.mpa.poll_timeout());
+        let t = earlier(self.tcp.poll_timeout(), self.mpa_deadline());
         earlier(earlier(t, self.close_deadline), self.nudge_at)
+    }
+
+    /// MPA's handshake deadline, which runs only once TCP is connected (it waits for
+    /// the peer's Request or Reply; `mpa.handshake_timeout_ms`). During the TCP
+    /// handshake, TCP's own SYN retransmission limit (`tcp.syn_retries`) bounds the
+    /// wait; the deadline restarts when TCP connects.
+    pub fn mpa_deadline(&self) -> Option<Instant> {
+        if self.state == ConnState::TcpHandshake {
+            None
+        } else {
+            self.mpa.poll_timeout()
+        }
     }
 
     /// Starts a graceful TCP close (FIN after everything queued) that must complete by
