@@ -209,12 +209,13 @@ impl Conn {
         earlier(earlier(t, self.close_deadline), self.nudge_at)
     }
 
-    /// MPA's handshake deadline, which runs only once TCP is connected (it waits for
-    /// the peer's Request or Reply; `mpa.handshake_timeout_ms`). During the TCP
-    /// handshake, TCP's own SYN retransmission limit (`tcp.syn_retries`) bounds the
-    /// wait; the deadline restarts when TCP connects.
+    /// MPA's handshake deadline (`mpa.handshake_timeout_ms`: the wait for the peer's
+    /// Request or Reply). An active open runs it only once TCP is connected: before,
+    /// TCP's own SYN schedule (`tcp.syn_retries`) bounds the connect. A passive open
+    /// runs it from the SYN, so a half-open connection holds a backlog slot no longer
+    /// than that (the peer's next SYN makes a new one). It restarts when TCP connects.
     pub fn mpa_deadline(&self) -> Option<Instant> {
-        if self.state == ConnState::TcpHandshake {
+        if self.state == ConnState::TcpHandshake && self.role == Role::Active {
             None
         } else {
             self.mpa.poll_timeout()
