@@ -47,3 +47,13 @@ fn seed_1cc61bf3419810a5_nudge_crosses_a_lost_fin() {
 fn seed_ef6cf539b285e1da_four_lost_syns() {
     replay(0xef6c_f539_b285_e1da);
 }
+
+/// The MPA Request was lost three times in a row (4.9 % loss) after TCP's RTO had backed
+/// off to 2 s in the SYN phase (the first SYN waited for a lost ARP request: Karn, no RTT
+/// sample): the 10 s MPA handshake deadline expired on both sides ("ConnectFailed
+/// { Timeout }"). Legal engine behaviour (siw's MPA timeout is 10 s too); the randomized
+/// runs now use a 60 s deadline (`suite::RUN_MPA_HANDSHAKE_TIMEOUT`).
+#[test]
+fn seed_2cb3a6bde936027f_three_lost_mpa_requests() {
+    replay(0x2cb3_a6bd_e936_027f);
+}
