@@ -341,7 +341,7 @@ pub struct ConnectSpec {
     pub connect: ConnectParams,
     /// Responder's parameters.
     pub accept: AcceptParams,
-    /// Virtual time allowed.
+    /// Virtual time allowed for each phase (request seen, both established).
     pub timeout: Duration,
 }
 
@@ -360,7 +360,9 @@ impl Default for ConnectSpec {
                 ird: 8,
                 ord: 8,
             },
-            timeout: Duration::from_secs(30),
+            // TCP's whole SYN schedule (default syn_retries 6: the last SYN at 63 s,
+            // giving up at 127 s) plus the MPA handshake: a lossy link may need it.
+            timeout: Duration::from_secs(150),
         }
     }
 }

@@ -121,7 +121,8 @@ pub struct Sim<N: Node> {
     /// The seed that replays this run (printed in failures); the simulator's own seed
     /// unless a harness derived it from another.
     replay_seed: u64,
-    /// Print every frame delivered (`IWARP_SIM_TRACE=1`).
+    /// Print every frame delivered, every frame a link lost and every node timeout
+    /// (`IWARP_SIM_TRACE=1`).
     trace: bool,
 }
 
@@ -344,7 +345,15 @@ impl<N: Node> Sim<N> {
                 self.seed()
             );
             let len = len.min(self.tx_buf.len());
+            let lost_before = self.links[i].counters().lost;
             self.links[i].send(now, &self.tx_buf[..len], &mut self.rng);
+            if self.trace && self.links[i].counters().lost != lost_before {
+                eprintln!(
+                    "{:>14} {i} ->: {} LOST",
+                    now.0,
+                    crate::trace::describe_frame(&self.tx_buf[..len])
+                );
+            }
         }
         while let Some(ev) = self.nodes[i].poll_event() {
             if self.events[i].len() >= EVENTS_MAX {
@@ -381,6 +390,9 @@ impl<N: Node> Sim<N> {
         let now = self.now;
         for i in 0..self.nodes.len() {
             if self.nodes[i].poll_timeout().is_some_and(|d| d <= now) {
+                if self.trace {
+                    eprintln!("{:>14} {i}: timeout", now.0);
+                }
                 self.nodes[i].handle_timeout(now);
                 self.flush_node(i);
             }

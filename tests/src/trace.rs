@@ -45,8 +45,17 @@ pub fn describe_frame(frame: &[u8]) -> String {
                 .map(|(_, c)| *c)
                 .collect();
             let payload = total.saturating_sub(ihl + doff);
+            // The first bytes of a short payload (MPA length, DDP/RDMAP control).
+            let head: String = if payload > 0 && payload <= 64 {
+                let start = t + doff;
+                let bytes = frame.get(start..start + payload.min(24)).unwrap_or(&[]);
+                let hex: Vec<String> = bytes.iter().map(|b| format!("{b:02x}")).collect();
+                format!(" [{}]", hex.join(""))
+            } else {
+                String::new()
+            };
             format!(
-                "{}.{}.{}.{}:{} > {}.{}.{}.{}:{} [{f}] seq {} ack {} win {} len {payload}",
+                "{}.{}.{}.{}:{} > {}.{}.{}.{}:{} [{f}] seq {} ack {} win {} len {payload}{head}",
                 get(ip + 12),
                 get(ip + 13),
                 get(ip + 14),

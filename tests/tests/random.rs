@@ -3,6 +3,9 @@
 //!
 //! `IWARP_SEED=<seed>` replays one run; `IWARP_SIM_RUNS=<n>` changes the number of runs
 //! (default 1,000, split over four tests so the harness runs them in parallel).
+//! `IWARP_SIM_KEEP_GOING=1` (scripts/sim-soak.sh) goes on after a failed run: each
+//! failure prints its seed, each shard ends with `shard N: R runs, F failed`, and the
+//! shard fails at the end if any run did.
 
 use iwarp_sim::rng::{fresh_seed, run_seed, seed_from_env, SeedGuard};
 use iwarp_sim::suite::{self, RunStats};
@@ -31,10 +34,25 @@ fn shard(index: u64) {
     }
     let base = fresh_seed();
     let total = runs();
+    let keep_going = std::env::var("IWARP_SIM_KEEP_GOING").is_ok_and(|v| v == "1");
     let mut sum = RunStats::default();
     let mut n = 0;
+    let mut failed = 0u64;
     for i in (index..total).step_by(SHARDS as usize) {
         let seed = run_seed(base, i);
+        if keep_going {
+            // A panic inside a run (a simulator bound) is a failure of that run too.
+            let r = std::panic::catch_unwind(|| suite::run_seed(seed))
+                .unwrap_or_else(|_| Err("panicked".to_string()));
+            match r {
+                Ok(_) => n += 1,
+                Err(e) => {
+                    failed += 1;
+                    eprintln!("run {i} failed: {e}\nreplay with IWARP_SEED=0x{seed:016x}");
+                }
+            }
+            continue;
+        }
         let _g = SeedGuard::new(seed, "random");
         match suite::run_seed(seed) {
             Ok(s) => {
@@ -49,6 +67,11 @@ fn shard(index: u64) {
             }
             Err(e) => panic!("run {i} failed: {e}\nreplay with IWARP_SEED=0x{seed:016x}"),
         }
+    }
+    if keep_going {
+        eprintln!("shard {index}: {} runs, {failed} failed", n + failed);
+        assert_eq!(failed, 0, "shard {index}: {failed} runs failed");
+        return;
     }
     eprintln!(
         "shard {index}: {n} runs, {} ops, {} bytes, {} frames ({} lost, {} corrupted and rejected)",

@@ -205,8 +205,21 @@ impl Conn {
                 (None, y) => y,
             }
         }
-        let t = earlier(self.tcp.poll_timeout(), self.mpa.poll_timeout());
+        let t = earlier(self.tcp.poll_timeout(), self.mpa_deadline());
         earlier(earlier(t, self.close_deadline), self.nudge_at)
+    }
+
+    /// MPA's handshake deadline (`mpa.handshake_timeout_ms`: the wait for the peer's
+    /// Request or Reply). An active open runs it only once TCP is connected: before,
+    /// TCP's own SYN schedule (`tcp.syn_retries`) bounds the connect. A passive open
+    /// runs it from the SYN, so a half-open connection holds a backlog slot no longer
+    /// than that (the peer's next SYN makes a new one). It restarts when TCP connects.
+    pub fn mpa_deadline(&self) -> Option<Instant> {
+        if self.state == ConnState::TcpHandshake && self.role == Role::Active {
+            None
+        } else {
+            self.mpa.poll_timeout()
+        }
     }
 
     /// Starts a graceful TCP close (FIN after everything queued) that must complete by

@@ -483,7 +483,7 @@ impl Engine {
                         .suspect_neighbour(now, conn.next_hop, &mut core.counters);
                 }
             }
-            if due(conn.mpa.poll_timeout()) {
+            if due(conn.mpa_deadline()) {
                 conn.mpa.handle_timeout(now);
             }
             if due(conn.close_deadline) {

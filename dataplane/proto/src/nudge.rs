@@ -9,7 +9,9 @@
 //!
 //! The price: a responder that never sends an FPDU and closes its socket within the
 //! nudge period (at most 85 intervals after RDMA mode began) may find a nudge unread at
-//! close, and Linux then resets the connection instead of sending a FIN.
+//! close, and Linux then resets the connection instead of sending a FIN. A nudge may
+//! also cross a responder's FIN (late or lost): our own QP in Closing drops a
+//! zero-length Write without calling it a Bad Close (rdma `qp/rx.rs`).
 
 use iwarp_tcp::TcpState;
 use iwarp_types::{Duration, Instant};

@@ -214,6 +214,10 @@ pub struct TcpConn {
     pub(crate) high_rxt: u64,
     pub(crate) lost_end: u64,
     pub(crate) rxt_force: bool,
+    /// A retransmission timeout fired: the segment at snd.una goes out once even if the
+    /// peer's window has no room for it, so it doubles as a zero-window probe (RFC 9293
+    /// 3.8.6.1: retransmit even when the window is zero; Linux tcp_retransmit_timer).
+    pub(crate) rto_head: bool,
     pub(crate) rto_retries: u32,
     pub(crate) syn_retries: u32,
     pub(crate) rtt: RttEstimator,
@@ -298,6 +302,7 @@ impl TcpConn {
             high_rxt: 0,
             lost_end: 0,
             rxt_force: false,
+            rto_head: false,
             rto_retries: 0,
             syn_retries: 0,
             rtt: RttEstimator::new(cfg.rto_ms_initial, cfg.rto_ms_min, cfg.rto_ms_max),

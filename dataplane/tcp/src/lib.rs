@@ -56,6 +56,8 @@ mod tests_pmtu;
 mod tests_robust;
 #[cfg(test)]
 mod tests_spurious_rto;
+#[cfg(test)]
+mod tests_zero_window;
 
 pub use config::{Congestion, KeepaliveConfig, TcpConfig};
 pub use conn::{RxSink, TcpConn, TcpCounters, TcpEvent, TcpState, TxSource};

@@ -266,6 +266,11 @@ impl TcpConn {
                 // The source claims data but offers none: nothing to do.
             } else if want <= room {
                 len = want;
+            } else if retransmit && off == self.snd_una && self.rto_head {
+                // After a timeout the first segment goes even into a closed window: a
+                // window update lost (or a forged zero window) would otherwise stall the
+                // connection, since the persist timer only runs with nothing in flight.
+                len = want;
             } else if room > 0 && (self.snd_una == self.snd_nxt || self.persist_force) {
                 // Nothing in flight, so no ACK will open the window: send the whole
                 // records that fit (a split is certain only below `room`), or split the
@@ -281,6 +286,7 @@ impl TcpConn {
             }
             if len > 0 {
                 self.persist_force = false;
+                self.rto_head = false;
                 let seg_end = off + len as u64;
                 return Some(DataPlan {
                     offset: off,

@@ -79,6 +79,7 @@ impl TcpConn {
         self.recover = self.snd_max;
         self.dupacks = 0;
         self.rxt_force = false;
+        self.rto_head = true;
         self.rtt_probe = None;
         if self.fin_off.is_some() && !self.fin_acked {
             self.fin_pending = true;

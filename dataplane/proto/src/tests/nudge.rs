@@ -46,9 +46,8 @@ fn ulpdus(f: &[u8]) -> Vec<Vec<u8>> {
 
 /// A zero-length RDMA Write.
 fn is_nudge(u: &[u8]) -> bool {
-    Segment::parse(u).is_ok_and(|s| {
-        s.header.opcode == Opcode::Write && s.body == Body::Payload(&[])
-    })
+    Segment::parse(u)
+        .is_ok_and(|s| s.header.opcode == Opcode::Write && s.body == Body::Payload(&[]))
 }
 
 /// Milliseconds since the test's start, as of the current turn of frames.

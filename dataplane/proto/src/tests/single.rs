@@ -217,10 +217,8 @@ fn ipv4_drops_through_the_engine() {
     assert_eq!(c.drops_of(DropReason::Ipv4BadChecksum), 1);
 }
 
-#[test]
-fn connect_to_silent_neighbour_fails_unreachable() {
-    let mut e = Engine::new(config(1));
-    let mut mem = VecMemory::new();
+/// A QP of `e` ready to connect.
+fn connectable_qp(e: &mut Engine) -> iwarp_types::QpId {
     let r = e.rnic_mut();
     let pd = r.alloc_pd().unwrap();
     let (cq, _) = r.create_cq(16).unwrap();
@@ -241,7 +239,14 @@ fn connect_to_silent_neighbour_fails_unreachable() {
         privileged: false,
         fast_reg: false,
     };
-    let (qp, _) = e.rnic_mut().create_qp(&attr).unwrap();
+    e.rnic_mut().create_qp(&attr).unwrap().0
+}
+
+#[test]
+fn connect_to_silent_neighbour_fails_unreachable() {
+    let mut e = Engine::new(config(1));
+    let mut mem = VecMemory::new();
+    let qp = connectable_qp(&mut e);
     let silent = Ipv4Addr::new(10, 0, 0, 3);
     let conn = e
         .connect(Instant::ZERO, qp, silent, 80, ConnectParams::default())
@@ -308,4 +313,67 @@ fn local_port_choice_honours_the_filter() {
     e.listen(p2 + 4, 1).unwrap();
     let p3 = e.choose_local_port(peer, 80, |p| p % 4 == 3).unwrap();
     assert_ne!(p3, p2 + 4);
+}
+
+#[test]
+fn connect_retries_the_syn_as_configured_before_timing_out() {
+    // Issue 17 (sim seed 0xef6cf539b285e1da): MPA's handshake deadline (10 s) ran from
+    // connect(), so four lost SYNs ended the connect at 10 s although TCP was to send
+    // 1 + syn_retries SYNs (the last at 63 s, giving up at 127 s, as Linux does).
+    let cfg = config(1);
+    let syn_retries = cfg.tcp.syn_retries;
+    let mut e = Engine::new(cfg);
+    let mut mem = VecMemory::new();
+    let qp = connectable_qp(&mut e);
+    let peer = Ipv4Addr::from(PEER_IP);
+    let conn = e
+        .connect(Instant::ZERO, qp, peer, 80, ConnectParams::default())
+        .unwrap();
+    // The peer answers every ARP request, never a SYN.
+    let mut arp = Vec::with_capacity(42);
+    arp.extend_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    arp.extend_from_slice(&PEER_MAC);
+    arp.extend_from_slice(&[0x08, 0x06, 0x00, 0x01, 0x08, 0x00, 6, 4, 0x00, 0x02]);
+    arp.extend_from_slice(&PEER_MAC);
+    arp.extend_from_slice(&PEER_IP);
+    arp.extend_from_slice(&[0x02, 0, 0, 0, 0, 1]);
+    arp.extend_from_slice(&US_IP);
+    let mut now = Instant::ZERO;
+    let mut syns = Vec::new();
+    let mut events = Vec::new();
+    let mut arps = Vec::new();
+    for _ in 0..1_000 {
+        let mut buf = [0u8; 1514];
+        while let Some(n) = e.poll_transmit(now, &mut buf, &mem) {
+            if buf[12..14] == [0x08, 0x06] {
+                arps.push(now);
+                e.handle_frame(now, &arp, &mut mem);
+            } else {
+                assert!(n >= 54 && buf[47] & 0x02 != 0, "only SYNs leave");
+                syns.push(now);
+            }
+        }
+        while let Some(ev) = e.poll_event() {
+            events.push(ev);
+        }
+        if !events.is_empty() {
+            break;
+        }
+        let Some(t) = e.poll_timeout() else { break };
+        now = t;
+        e.handle_timeout(now, &mut mem);
+    }
+    assert_eq!(
+        events,
+        vec![Event::ConnectFailed {
+            conn,
+            reason: ConnectFailure::Timeout
+        }]
+    );
+    assert!(!arps.is_empty(), "the SYN waited for ARP");
+    assert_eq!(syns.len() as u32, 1 + syn_retries, "SYNs at {syns:?}");
+    assert!(
+        now.saturating_since(syns[0]).as_millis() >= 60_000,
+        "TCP gave up, not the MPA deadline: at {now:?}"
+    );
 }

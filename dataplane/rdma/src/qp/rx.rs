@@ -42,6 +42,12 @@ impl Qp {
             QpState::Closing => {
                 if raw_terminate {
                     self.terminate_received(ctx, ulpdu);
+                } else if is_empty_write(ulpdu) {
+                    // A zero-length RDMA Write (RFC 5040 5.1) carries no data and places
+                    // nothing: not "incoming data" for verbs 6.2.5, so it is dropped like
+                    // any segment in Closing, without a Bad Close. A peer's nudge (proto
+                    // nudge.rs) crosses our FIN this way when the FIN is late or lost.
+                    self.counters.segs_ignored += 1;
                 } else {
                     // Verbs 6.2.5: a segment while Closing is a Bad Close.
                     self.enter_error(ctx, Some(crate::qp::LlpRequest::Reset));
@@ -353,4 +359,14 @@ mod tests {
         assert_eq!(parse_term_code(&t[..20]), TermCode::RDMAP_OP_UNSPECIFIED);
         assert_eq!(parse_term_code(&hdr), TermCode::RDMAP_OP_UNSPECIFIED);
     }
+}
+
+/// A whole zero-length RDMA Write (tagged, last segment, no payload).
+fn is_empty_write(ulpdu: &[u8]) -> bool {
+    Segment::parse(ulpdu).is_ok_and(|seg| {
+        seg.header.opcode == Opcode::Write
+            && seg.header.last
+            && matches!(seg.header.model, Model::Tagged { .. })
+            && matches!(seg.body, Body::Payload(p) if p.is_empty())
+    })
 }

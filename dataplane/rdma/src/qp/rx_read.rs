@@ -103,6 +103,8 @@ impl Qp {
                 return self.inbound_error(ctx, TermCode::DDP_TAGGED_BASE_BOUNDS, ulpdu, local);
             }
             self.orq.pop_front();
+            // A graceful disconnect may have been waiting for this ORQ entry.
+            self.check_drained(ctx);
             return Ok(());
         };
         let end = u64::from(o.placed) + u64::from(len);

@@ -456,11 +456,30 @@ fn segment_while_closing_is_a_bad_close() {
         qp_events(&mut s).is_empty(),
         "Modify to Closing raises no event"
     );
-    let seg = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    // A one-byte RDMA Write (a zero-length one carries no data: see below).
+    let seg = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0x5a];
     assert_eq!(s.inject(&seg), Ok(()));
     assert_eq!(state(&s), QpState::Error);
     assert_eq!(s.rnic.qp_poll_llp_request(s.qp), Some(LlpRequest::Reset));
     assert_eq!(qp_events(&mut s), [AsyncEventKind::BadClose]);
+}
+
+#[test]
+fn zero_length_write_while_closing_is_dropped() {
+    // Issue 17 (sim seeds 0x0b82b770adb821af, 0xe00b054ffad084ed, 0x1cc61bf3419810a5):
+    // the peer's nudge (a zero-length Write) crossed our late FIN and made a Bad Close
+    // of a close with nothing outstanding.
+    let mut s = Side::new(1, &Opts::default());
+    s.rnic.modify_qp(s.qp, &to(QpState::Closing)).unwrap();
+    assert_eq!(s.rnic.qp_poll_llp_request(s.qp), Some(LlpRequest::Close));
+    let nudge = [0xc1u8, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0];
+    assert_eq!(s.inject(&nudge), Ok(()));
+    assert_eq!(state(&s), QpState::Closing);
+    assert!(qp_events(&mut s).is_empty());
+    assert_eq!(s.rnic.qp_poll_llp_request(s.qp), None);
+    s.rnic.qp_llp_event(s.qp, LlpEvent::Closed);
+    assert_eq!(state(&s), QpState::Idle);
+    assert_eq!(qp_events(&mut s), [AsyncEventKind::LlpCloseComplete]);
 }
 
 #[test]
@@ -552,6 +571,26 @@ fn rtr_each_kind_releases_the_responder() {
         assert_eq!(ca.len(), 1, "{kind:?}: the RTR consumed no receive");
         assert_eq!(ca[0].byte_len, 8);
     }
+}
+
+#[test]
+fn graceful_disconnect_waits_for_the_read_rtr_response() {
+    // Issue 17 (sim seed 0x8647c85e4a86d9bd): a disconnect posted while the zero-length
+    // Read RTR (RFC 6581) was in the ORQ waited for the ORQ, but the RTR's Read Response
+    // emptied it without checking the pending close: no FIN, a close that never ended.
+    let mut p = rtr_pair(RtrKind::Read);
+    assert!(p.step(true), "the initiator sends the RTR Read Request");
+    p.a.rnic.qp_disconnect(p.a.qp).unwrap();
+    assert_eq!(state(&p.a), QpState::Rts, "the RTR Read is outstanding");
+    assert_eq!(p.a.rnic.qp_poll_llp_request(p.a.qp), None);
+    assert!(p.step(false), "the responder answers the RTR");
+    assert!(p.errors.is_empty(), "{:?}", p.errors);
+    assert_eq!(state(&p.a), QpState::Closing);
+    assert_eq!(
+        p.a.rnic.qp_poll_llp_request(p.a.qp),
+        Some(LlpRequest::Close)
+    );
+    assert!(p.a.events().is_empty());
 }
 
 #[test]
