@@ -22,7 +22,11 @@ fn a_nudge_is_a_zero_length_write_the_peer_takes_in_silence() {
     assert!(p.a.rnic.qp_queue_nudge(p.a.qp).is_ok());
     let u = p.a.take_ulpdu(1024).expect("the nudge");
     // Segment::parse refuses a Write without the tagged model.
-    assert_eq!(shape(&u), (Opcode::Write, 0, true), "zero-length RDMA Write: {u:02x?}");
+    assert_eq!(
+        shape(&u),
+        (Opcode::Write, 0, true),
+        "zero-length RDMA Write: {u:02x?}"
+    );
     assert_eq!(p.b.inject(&u), Ok(()), "no access check at zero length");
     assert!(p.b.cqes().is_empty() && p.a.cqes().is_empty());
     assert!(p.b.events().is_empty());
