@@ -286,6 +286,19 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
         None => None,
     };
+    let metrics_server = match cfg.daemon.metrics_addr() {
+        Some(addr) => {
+            let sources = crate::metrics::Sources {
+                cores: cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
+                port_ids: ports.iter().map(|p| p.port.port_id()).collect(),
+                links: Arc::clone(&links),
+            };
+            let m = crate::metrics::MetricsServer::start(addr, sources).map_err(fail)?;
+            info!("metrics at http://{}/metrics", m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
     info!(
         "running: {n} dataplane core(s) on CPU {:?}, {}",
         cpus,
@@ -404,6 +417,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         }
     }
     drop(stats_server);
+    drop(metrics_server);
     drop(cores);
     drop(ports);
     drop(eal);
