@@ -92,22 +92,27 @@ pub struct Sources {
     pub links: Arc<Links>,
 }
 
-/// The endpoint: a listening socket served by a thread of its own until dropped.
+/// The endpoint's socket, bound before DPDK starts (an address in use fails the start-up
+/// before anything else is set up); [`MetricsListener::start`] serves it.
 #[derive(Debug)]
-pub struct MetricsServer {
-    addr: SocketAddr,
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<()>>,
+pub struct MetricsListener {
+    listener: TcpListener,
 }
 
-impl MetricsServer {
-    /// Binds `addr` and starts serving `sources`.
-    pub fn start(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, String> {
+impl MetricsListener {
+    /// Binds `addr` (errors name `daemon.metrics_listen`).
+    pub fn bind(addr: SocketAddr) -> Result<MetricsListener, String> {
         let listener = TcpListener::bind(addr)
             .map_err(|e| format!("daemon.metrics_listen: cannot listen on {addr}: {e}"))?;
         listener
             .set_nonblocking(true)
             .map_err(|e| format!("daemon.metrics_listen: {e}"))?;
+        Ok(MetricsListener { listener })
+    }
+
+    /// Starts serving `sources` on a thread of its own.
+    pub fn start(self, sources: Sources) -> Result<MetricsServer, String> {
+        let listener = self.listener;
         let addr = listener
             .local_addr()
             .map_err(|e| format!("daemon.metrics_listen: {e}"))?;
@@ -122,6 +127,22 @@ impl MetricsServer {
             stop,
             thread: Some(thread),
         })
+    }
+}
+
+/// The endpoint: a listening socket served by a thread of its own until dropped.
+#[derive(Debug)]
+pub struct MetricsServer {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl MetricsServer {
+    /// Binds `addr` and starts serving `sources`.
+    #[cfg(test)]
+    pub fn start(addr: SocketAddr, sources: Sources) -> Result<MetricsServer, String> {
+        MetricsListener::bind(addr)?.start(sources)
     }
 
     /// The address it listens on.

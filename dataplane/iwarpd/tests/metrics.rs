@@ -58,7 +58,18 @@ fn free_port() -> u16 {
 struct Daemon(Child);
 
 impl Drop for Daemon {
+    /// A test that failed still stops its daemon in order (SIGTERM: its files go), and
+    /// kills it only if that does not work.
     fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let end = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < end && matches!(self.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
@@ -225,6 +236,25 @@ fn a_scrape_of_a_running_daemon_is_valid_openmetrics() {
     );
     assert!(text.contains("# TYPE iwarpd_frames_rx_total counter\n"));
     checker("promtool", &["check", "metrics"], &text, "prometheus");
+    // A second daemon asked for the same address stops at once, naming the key, before
+    // it has created any file.
+    let other = format!("{name}-b");
+    let o = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--name", &other, "--log-level", "warn", "--core", "0"])
+        .args(["--set", "eal.hugepages=\"off\"", "--set", &listen])
+        .output()
+        .expect("run the second iwarpd");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("daemon.metrics_listen: cannot listen on") && err.contains(&addr.to_string()),
+        "{err}"
+    );
+    for f in ["sock", "verbs"] {
+        let p = format!("/run/iwarpd/{other}.{f}");
+        assert!(!Path::new(&p).exists(), "{p} left behind");
+    }
     // An orderly stop closes the endpoint.
     let _ = Command::new("kill")
         .args(["-TERM", &d.0.id().to_string()])
