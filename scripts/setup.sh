@@ -29,6 +29,10 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+# The metrics test checks a scrape with Prometheus's checkers: promtool (the 0.0.4 text
+# format) and prometheus_client's strict OpenMetrics parser (Debian's python3).
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+/usr/bin/python3 -c 'import prometheus_client' >/dev/null 2>&1 || need+=(python3-prometheus-client)
 # rdma-core's headers (the drop-in libraries are checked against them at build time) and
 # Debian's unmodified RDMA tools run over iwarpd through scripts/iwarp-run (docs/DROPIN.md).
 [ -e /usr/include/infiniband/verbs.h ] || need+=(libibverbs-dev)

@@ -44,6 +44,10 @@ pub struct DaemonSection {
     pub stats_socket: Option<String>,
     /// Print counters every this many milliseconds (0: only at exit).
     pub stats_interval_ms: u64,
+    /// TCP address (`IP:PORT`) where the counters are served as OpenMetrics text
+    /// (`GET /metrics`, for Prometheus). Absent: no metrics endpoint (default).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metrics_listen: Option<String>,
     /// How long an orderly shutdown (SIGINT/SIGTERM) may take to flush and close QPs
     /// before ports are stopped anyway, milliseconds.
     pub shutdown_grace_ms: u64,
@@ -56,6 +60,7 @@ impl Default for DaemonSection {
             log_level: LogLevel::Info,
             stats_socket: None,
             stats_interval_ms: 0,
+            metrics_listen: None,
             shutdown_grace_ms: 2_000,
         }
     }
@@ -71,7 +76,21 @@ impl DaemonSection {
         }
     }
 
+    /// The metrics endpoint's address, parsed: `None` if off. Call after validation
+    /// (an address that does not parse is `None` too).
+    pub fn metrics_addr(&self) -> Option<std::net::SocketAddr> {
+        self.metrics_listen.as_deref()?.parse().ok()
+    }
+
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
+        if let Some(a) = &self.metrics_listen {
+            let parsed = a.parse::<std::net::SocketAddr>();
+            ensure(
+                parsed.as_ref().is_ok_and(|s| s.port() != 0),
+                "daemon.metrics_listen",
+                format!("`{a}` must be an IP address and a port 1..=65535, such as \"127.0.0.1:9464\" or \"[::1]:9464\" (leave it unset for no endpoint)"),
+            )?;
+        }
         let n = &self.name;
         ensure(
             !n.is_empty() && n.len() <= NAME_LEN_MAX,
@@ -385,6 +404,29 @@ mod tests {
             daemon_err(|d| d.shutdown_grace_ms = 700_000),
             "daemon.shutdown_grace_ms"
         );
+        for bad in [
+            "",
+            "9464",
+            "localhost:9464",
+            "127.0.0.1",
+            "127.0.0.1:0",
+            "1.2.3.4:70000",
+        ] {
+            assert_eq!(
+                daemon_err(|d| d.metrics_listen = Some(bad.into())),
+                "daemon.metrics_listen",
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn metrics_listen_is_off_by_default_and_parsed() {
+        let mut d = DaemonSection::default();
+        assert_eq!(d.metrics_addr(), None);
+        d.metrics_listen = Some("[::1]:9464".into());
+        d.validate().unwrap();
+        assert_eq!(d.metrics_addr(), Some("[::1]:9464".parse().unwrap()));
     }
 
     #[test]

@@ -76,6 +76,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("daemon.log_level", "error | warn | info | debug | trace."),
     e("daemon.stats_socket", "Unix socket for `iwarpd stats`. Unset: /run/iwarpd/<name>.sock; \"\": no socket.", "\"/run/iwarpd/a.sock\""),
     k("daemon.stats_interval_ms", "Print counters every this many ms while running (0: only at exit)."),
+    e("daemon.metrics_listen", "IP:PORT serving the counters as OpenMetrics text at GET /metrics (Prometheus). Unset: no endpoint.", "\"127.0.0.1:9464\""),
     k("daemon.shutdown_grace_ms", "On SIGINT/SIGTERM, how long QPs may take to flush and close before ports stop anyway, ms."),
     k("eal.hugepages", "auto: hugepages (--in-memory) if reserved, else --no-huge with a warning | required: fail without them | off: never."),
     k("eal.no_huge_memory_mb", "DPDK memory in no-huge mode, MiB (-m)."),

@@ -106,6 +106,11 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             info!("{key}: removed the stale socket {path} (left by a daemon that did not stop in order)");
         }
     }
+    // Bound now, served once the cores run: an address in use stops the start here.
+    let metrics_listener = match cfg.daemon.metrics_addr() {
+        Some(addr) => Some(crate::metrics::MetricsListener::bind(addr).map_err(fail)?),
+        None => None,
+    };
     let memory = memory_mode(&cfg, n)?;
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
     args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
@@ -286,6 +291,19 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
         None => None,
     };
+    let metrics_server = match metrics_listener {
+        Some(listener) => {
+            let sources = crate::metrics::Sources {
+                cores: cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
+                port_ids: ports.iter().map(|p| p.port.port_id()).collect(),
+                links: Arc::clone(&links),
+            };
+            let m = listener.start(sources).map_err(fail)?;
+            info!("metrics at http://{}/metrics", m.local_addr());
+            Some(m)
+        }
+        None => None,
+    };
     info!(
         "running: {n} dataplane core(s) on CPU {:?}, {}",
         cpus,
@@ -404,6 +422,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         }
     }
     drop(stats_server);
+    drop(metrics_server);
     drop(cores);
     drop(ports);
     drop(eal);

@@ -7,6 +7,7 @@ mod link;
 mod loadgen;
 mod lock;
 mod log;
+mod metrics;
 mod ports;
 mod stats;
 mod verbs;

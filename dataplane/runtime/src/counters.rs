@@ -13,7 +13,7 @@ macro_rules! counter_set {
     (
         $(#[$am:meta])* $atomic:ident,
         $(#[$pm:meta])* $plain:ident {
-            $( $(#[doc = $d:expr])* $name:ident, )*
+            $( $(#[doc = $d:literal])* $name:ident, )*
         }
     ) => {
         $(#[$pm])*
@@ -31,6 +31,9 @@ macro_rules! counter_set {
         impl $plain {
             /// Counter names, in declaration order.
             pub const NAMES: &'static [&'static str] = &[$(stringify!($name)),*];
+
+            /// Each counter's doc comment (its lines joined), in declaration order.
+            pub const DOCS: &'static [&'static str] = &[$(concat!($($d, " ",)* "")),*];
 
             /// Calls `f` with each counter's name and value, in declaration order.
             pub fn for_each(&self, mut f: impl FnMut(&'static str, u64)) {

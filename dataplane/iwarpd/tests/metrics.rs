@@ -1,0 +1,275 @@
+//! The metrics endpoint (`daemon.metrics_listen`) of a real daemon: scraped over TCP,
+//! values checked, and the body checked by Prometheus's own parser and linter
+//! (`promtool check metrics`, Debian package `prometheus`; `scripts/setup.sh` installs it).
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .map(|s| {
+            s.lines()
+                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// One HTTP exchange: (status line, headers, body).
+fn http(addr: SocketAddr, request: &str) -> std::io::Result<(String, String, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    s.write_all(request.as_bytes())?;
+    let mut out = String::new();
+    s.read_to_string(&mut out)?;
+    let (head, body) = out.split_once("\r\n\r\n").unwrap_or((&out, ""));
+    let (status, headers) = head.split_once("\r\n").unwrap_or((head, ""));
+    Ok((status.to_string(), headers.to_string(), body.to_string()))
+}
+
+fn get(addr: SocketAddr, path: &str) -> std::io::Result<(String, String, String)> {
+    http(
+        addr,
+        &format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n\r\n"),
+    )
+}
+
+/// The value of the sample line that starts with `series ` (name and labels).
+fn value(body: &str, series: &str) -> Option<u64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+struct Daemon(Child);
+
+impl Drop for Daemon {
+    /// A test that failed still stops its daemon in order (SIGTERM: its files go), and
+    /// kills it only if that does not work.
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.0.id().to_string()])
+                .status();
+            let end = Instant::now() + Duration::from_secs(30);
+            while Instant::now() < end && matches!(self.0.try_wait(), Ok(None)) {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Parses OpenMetrics text from stdin strictly; prints each family's name, type and
+/// number of samples.
+const OPENMETRICS_PARSE: &str = "import sys
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse
+for f in parse(sys.stdin.read()):
+    print(f.name, f.type, len(f.samples))
+";
+
+/// Runs checker `program` with `input` on stdin: its stdout if it succeeds; a failure
+/// fails the test. A missing checker fails under CI=true, else it is skipped with a note
+/// (`scripts/setup.sh` installs `package`).
+fn checker(program: &str, args: &[&str], input: &str, package: &str) -> Option<String> {
+    let mut p = match Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    {
+        Ok(p) => p,
+        Err(e) => {
+            assert!(
+                !ci(),
+                "{program} is missing ({e}) under CI=true: scripts/setup.sh installs it (Debian package {package})"
+            );
+            eprintln!(
+                "{program} missing ({e}): its check skipped; scripts/setup.sh installs {package}"
+            );
+            return None;
+        }
+    };
+    p.stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .expect("checker stdin");
+    let o = p.wait_with_output().expect("checker");
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if !o.status.success() && err.contains("No module named") {
+        assert!(
+            !ci(),
+            "{program}: {err} under CI=true: scripts/setup.sh installs {package}"
+        );
+        eprintln!("{program}: {err}: its check skipped; scripts/setup.sh installs {package}");
+        return None;
+    }
+    assert!(
+        o.status.success(),
+        "{program} {args:?}: {out}{err}\ninput:\n{input}"
+    );
+    Some(out)
+}
+
+#[test]
+fn a_scrape_of_a_running_daemon_is_valid_openmetrics() {
+    if !is_root() {
+        assert!(!ci(), "the metrics test needs root (DPDK) under CI=true");
+        eprintln!("not root: the metrics test skipped");
+        return;
+    }
+    let name = format!("t-metrics-{}", std::process::id());
+    let port = free_port();
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let listen = format!("daemon.metrics_listen=\"{addr}\"");
+    let child = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--name", &name, "--log-level", "warn", "--core", "0"])
+        .args(["--set", "eal.hugepages=\"off\"", "--set", &listen])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iwarpd");
+    let mut d = Daemon(child);
+    // Up when the endpoint answers (a generous deadline: DPDK starts slowly on a busy
+    // machine) and the core has published its counters once.
+    let end = Instant::now() + Duration::from_secs(120);
+    let first = loop {
+        if let Ok(Some(s)) = d.0.try_wait() {
+            let mut err = String::new();
+            let _ = d.0.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("iwarpd exited early ({s}): {err}");
+        }
+        if let Ok(r) = get(addr, "/metrics") {
+            if value(&r.2, "iwarpd_stats_publications_total{core=\"0\"}").unwrap_or(0) > 0 {
+                break r;
+            }
+        }
+        assert!(Instant::now() < end, "the metrics endpoint did not come up");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (status, headers, body) = first;
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        headers.lines().any(
+            |h| h == "Content-Type: application/openmetrics-text; version=1.0.0; charset=utf-8"
+        ),
+        "{headers}"
+    );
+    assert!(body.ends_with("# EOF\n"), "{body}");
+    // The core loop runs: its iteration count grows between two scrapes.
+    let it = "iwarpd_iterations_total{core=\"0\"}";
+    let a = value(&body, it).expect("iterations");
+    let end = Instant::now() + Duration::from_secs(60);
+    loop {
+        let b = value(&get(addr, "/metrics").expect("scrape").2, it).expect("iterations");
+        if b > a {
+            break;
+        }
+        assert!(Instant::now() < end, "iterations stay at {a}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A memif server without a peer: link down, nothing connected, every port counter
+    // labelled with core and port.
+    assert_eq!(value(&body, "iwarpd_link_up{port=\"0\"}"), Some(0));
+    assert_eq!(
+        value(&body, "iwarpd_conns_live{core=\"0\",port=\"0\"}"),
+        Some(0)
+    );
+    assert_eq!(value(&body, "iwarpd_qps{core=\"0\"}"), Some(0));
+    assert!(value(&body, "iwarpd_frames_rx_total{core=\"0\",port=\"0\"}").is_some());
+    assert!(body.contains("# TYPE iwarpd_frames_rx counter\n"));
+    assert!(body.contains("# TYPE iwarpd_conns_live gauge\n"));
+    // Anything but /metrics is 404.
+    let (status, _, _) = get(addr, "/").expect("GET /");
+    assert!(status.starts_with("HTTP/1.1 404 "), "{status}");
+    // Prometheus's own checkers agree: the OpenMetrics body through the strict
+    // OpenMetrics parser of prometheus_client (Python), and the 0.0.4 text rendition a
+    // `text/plain` client gets through `promtool check metrics` (parser and linter of
+    // that format: HELP on every family, counter names, units).
+    let families = checker(
+        "/usr/bin/python3",
+        &["-c", OPENMETRICS_PARSE],
+        &body,
+        "python3-prometheus-client",
+    );
+    if let Some(out) = families {
+        for f in [
+            "iwarpd_frames_rx counter",
+            "iwarpd_link_up gauge",
+            "iwarpd_drops counter",
+        ] {
+            assert!(
+                out.lines().any(|l| l.starts_with(f)),
+                "`{f}` not parsed: {out}"
+            );
+        }
+    }
+    let (status, headers, text) = http(
+        addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n"),
+    )
+    .expect("text scrape");
+    assert_eq!(status, "HTTP/1.1 200 OK");
+    assert!(
+        headers.contains("Content-Type: text/plain; version=0.0.4; charset=utf-8"),
+        "{headers}"
+    );
+    assert!(text.contains("# TYPE iwarpd_frames_rx_total counter\n"));
+    checker("promtool", &["check", "metrics"], &text, "prometheus");
+    // A second daemon asked for the same address stops at once, naming the key, before
+    // it has created any file.
+    let other = format!("{name}-b");
+    let o = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--name", &other, "--log-level", "warn", "--core", "0"])
+        .args(["--set", "eal.hugepages=\"off\"", "--set", &listen])
+        .output()
+        .expect("run the second iwarpd");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("daemon.metrics_listen: cannot listen on") && err.contains(&addr.to_string()),
+        "{err}"
+    );
+    for f in ["sock", "verbs"] {
+        let p = format!("/run/iwarpd/{other}.{f}");
+        assert!(!Path::new(&p).exists(), "{p} left behind");
+    }
+    // An orderly stop closes the endpoint.
+    let _ = Command::new("kill")
+        .args(["-TERM", &d.0.id().to_string()])
+        .status();
+    let end = Instant::now() + Duration::from_secs(60);
+    let st = loop {
+        if let Ok(Some(s)) = d.0.try_wait() {
+            break s;
+        }
+        assert!(Instant::now() < end, "iwarpd did not stop on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert_eq!(st.code(), Some(0));
+    assert!(
+        get(addr, "/metrics").is_err(),
+        "the endpoint outlived the daemon"
+    );
+}
