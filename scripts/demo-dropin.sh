@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Debian's unmodified RDMA tools over iwarpd (docs/DROPIN.md): two iwarpd joined by memif
 # (one dataplane core each), then through scripts/iwarp-run: ibv_devices and ibv_devinfo
-# on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated) from
-# daemon B to daemon A. Exits 0 when everything passed.
+# on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
+# and 4 KiB buffers, which overlap in the heap) from daemon B to daemon A. Ends with
+# "N passed, N failed"; exits non-zero when anything failed.
 #
 #   scripts/demo-dropin.sh                # builds iwarpd and the libraries (release)
 #   DEMO_PROFILE=debug scripts/demo-dropin.sh   # the debug build (faster to build)
@@ -55,31 +56,49 @@ mkdir -p "$tmp/a" "$tmp/b"
 ln -s "/run/iwarpd/$a.verbs" "$tmp/a/$a.verbs"
 ln -s "/run/iwarpd/$b.verbs" "$tmp/b/$b.verbs"
 
-echo "== ibv_devices (daemon A)"
-IWARP_VERBS_DIR=$tmp/a scripts/iwarp-run ibv_devices
-echo "== ibv_devinfo (daemon A)"
-IWARP_VERBS_DIR=$tmp/a scripts/iwarp-run ibv_devinfo
-echo "== rping -C $pings -V: client on daemon B, server on daemon A"
-# Every malloc its own mapping: the client library refuses to register a buffer whose
-# pages overlap another registration without lying inside it (docs/DROPIN.md).
-export MALLOC_MMAP_THRESHOLD_=0
-IWARP_VERBS_DIR=$tmp/a timeout 120 scripts/iwarp-run rping -s -a 198.18.0.1 -p 7174 -C "$pings" -V \
-  > "$tmp/rping-server.log" 2>&1 &
-srv=$!
-ok=0
-for _ in $(seq 20); do
-  if IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run rping -c -a 198.18.0.1 -p 7174 -C "$pings" -V -v \
-    > "$tmp/rping-client.log" 2>&1; then ok=1; break; fi
-  grep -q "ping data" "$tmp/rping-client.log" && break
-  sleep 0.3 # the server was not listening yet
-done
-wait "$srv" && srv_rc=0 || srv_rc=$?
-got=$(grep -c '^ping data: rdma-ping-' "$tmp/rping-client.log" || true)
-tail -n 2 "$tmp/rping-client.log"
-if [ "$ok" -eq 1 ] && [ "$srv_rc" -eq 0 ] && [ "$got" -eq "$pings" ]; then
-  echo "demo-dropin: ok ($got pings validated)"
-else
-  echo "demo-dropin: FAILED (client ok=$ok, server rc=$srv_rc, $got/$pings pings)"
-  cat "$tmp/rping-client.log" "$tmp/rping-server.log"
-  exit 1
-fi
+passed=0; failed=0
+pass() { passed=$((passed + 1)); echo "demo-dropin: ok: $1"; }
+fail() { failed=$((failed + 1)); echo "demo-dropin: FAILED: $1"; }
+
+# check NAME CMD...: one program on daemon A, exit 0 and output kept.
+check() {
+  local name=$1; shift
+  echo "== $name (daemon A)"
+  if IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "$@" > "$tmp/$name.log" 2>&1; then
+    head -n 12 "$tmp/$name.log"; pass "$name"
+  else
+    cat "$tmp/$name.log"; fail "$name"
+  fi
+}
+
+# rping NAME PORT ARGS...: server on daemon A, client on daemon B, every ping validated.
+rping_pair() {
+  local name=$1 port=$2; shift 2
+  echo "== $name: rping -C $pings -V $*, client on daemon B, server on daemon A"
+  IWARP_VERBS_DIR=$tmp/a timeout 120 scripts/iwarp-run rping -s -a 198.18.0.1 -p "$port" \
+    -C "$pings" -V "$@" > "$tmp/$name-server.log" 2>&1 &
+  local srv=$! ok=0 srv_rc got
+  for _ in $(seq 20); do
+    if IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run rping -c -a 198.18.0.1 -p "$port" \
+      -C "$pings" -V -v "$@" > "$tmp/$name-client.log" 2>&1; then ok=1; break; fi
+    grep -q "ping data" "$tmp/$name-client.log" && break
+    sleep 0.3 # the server was not listening yet
+  done
+  wait "$srv" && srv_rc=0 || srv_rc=$?
+  got=$(grep -c '^ping data: rdma-ping-' "$tmp/$name-client.log" || true)
+  tail -n 2 "$tmp/$name-client.log" | cut -c1-120
+  if [ "$ok" -eq 1 ] && [ "$srv_rc" -eq 0 ] && [ "$got" -eq "$pings" ]; then
+    pass "$name ($got pings validated)"
+  else
+    cat "$tmp/$name-client.log" "$tmp/$name-server.log"
+    fail "$name (client ok=$ok, server rc=$srv_rc, $got/$pings pings)"
+  fi
+}
+
+check ibv_devices ibv_devices
+check ibv_devinfo ibv_devinfo -v
+rping_pair rping 7174
+rping_pair rping-4k 7175 -S 4096
+
+echo "demo-dropin: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
