@@ -411,17 +411,21 @@ mod tests {
         // SAFETY: our own mapping; single-threaded (for every call below).
         let a = unsafe { remap_in_place(p.wrapping_add(4 * PAGE + 100), 2 * PAGE - 200) }.unwrap();
         // The same range twice.
+        // SAFETY: as above.
         let a2 = unsafe { remap_in_place(p.wrapping_add(4 * PAGE + 100), 2 * PAGE - 200) }.unwrap();
         assert!(Arc::ptr_eq(&a.fd, &a2.fd));
         assert_eq!((a.offset, a.len), (a2.offset, a2.len));
         // Overlapping above (pages 5..9) and below (pages 2..5): the same memfd, grown.
+        // SAFETY: as above.
         let up = unsafe { remap_in_place(p.wrapping_add(5 * PAGE + 7), 4 * PAGE - 7) }.unwrap();
+        // SAFETY: as above.
         let down = unsafe { remap_in_place(p.wrapping_add(2 * PAGE + 1), 3 * PAGE) }.unwrap();
         assert!(Arc::ptr_eq(&a.fd, &up.fd) && Arc::ptr_eq(&a.fd, &down.fd));
         assert!(up.len > a.len);
         // Every byte of the mapping is as it was: inside, beside and between buffers.
         assert_eq!(&m[..], &before[..]);
         // One covering all of them, and more on both sides.
+        // SAFETY: as above.
         let all = unsafe { remap_in_place(p.wrapping_add(PAGE - 1), 12 * PAGE) }.unwrap();
         assert!(Arc::ptr_eq(&a.fd, &all.fd));
         assert_eq!(&m[..], &before[..]);
@@ -451,14 +455,17 @@ mod tests {
         // SAFETY: our own mapping; single-threaded.
         let top = unsafe { remap_in_place(p.wrapping_add(hi_page * PAGE), PAGE) }.unwrap();
         // Further below than the slack: refused, nothing changed.
+        // SAFETY: as above.
         let e = unsafe { remap_in_place(p, (hi_page + 1) * PAGE) }.unwrap_err();
         assert!(
             e.to_string().contains("register the lower buffer first"),
             "{e}"
         );
+        // SAFETY: as above.
         let bottom = unsafe { remap_in_place(p, PAGE) }.unwrap();
         assert!(!Arc::ptr_eq(&top.fd, &bottom.fd));
         // Across both: refused.
+        // SAFETY: as above.
         let e = unsafe { remap_in_place(p, pages * PAGE) }.unwrap_err();
         assert!(e.to_string().contains("join two"), "{e}");
         assert_eq!(&m[..], &before[..]);
