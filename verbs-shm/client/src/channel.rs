@@ -17,6 +17,10 @@ struct Attached {
     cq: CqHandle,
     control: CqControl,
     seen: u64,
+    /// The task waiting in `Cq::next` for this CQ (woken when its notification is
+    /// collected).
+    #[cfg(feature = "tokio")]
+    waker: Option<std::task::Waker>,
 }
 
 #[derive(Default)]
@@ -31,8 +35,11 @@ struct ChanState {
 pub(crate) struct ChannelShared {
     pub(crate) ctx: Arc<CtxInner>,
     pub(crate) handle: ChannelHandle,
-    fd: Arc<EventFd>,
+    pub(crate) fd: Arc<EventFd>,
     state: Mutex<ChanState>,
+    /// The fd's registration with the tokio reactor, made by the first async wait.
+    #[cfg(feature = "tokio")]
+    pub(crate) async_fd: crate::tokio_io::LazyAsyncFd,
 }
 
 impl ChannelShared {
@@ -43,7 +50,13 @@ impl ChannelShared {
     /// CQ `cq` reports here; `control` is its control line.
     pub(crate) fn attach(&self, cq: CqHandle, control: CqControl) {
         let seen = control.events();
-        self.lock().cqs.push(Attached { cq, control, seen });
+        self.lock().cqs.push(Attached {
+            cq,
+            control,
+            seen,
+            #[cfg(feature = "tokio")]
+            waker: None,
+        });
     }
 
     /// CQ `cq` is gone.
@@ -67,14 +80,7 @@ impl ChannelShared {
                     return Ok(cq);
                 }
                 if self.fd.drain() > 0 {
-                    let ChanState { cqs, pending, .. } = &mut *s;
-                    for a in cqs.iter_mut() {
-                        let ev = a.control.events();
-                        if ev != a.seen {
-                            a.seen = ev;
-                            pending.push_back(a.cq);
-                        }
-                    }
+                    collect(&mut s);
                     continue;
                 }
             }
@@ -82,6 +88,49 @@ impl ChannelShared {
                 return Err(Error::WouldBlock);
             }
             self.fd.wait_readable(None);
+        }
+    }
+
+    /// For `Cq::next`: takes the notifications fired for `cq` (all of them: one wake-up
+    /// is enough), collecting what the fd announced first; true if there was one.
+    /// Otherwise `waker` (if given) is woken when one for `cq` is collected.
+    /// Notifications of other CQs stay pending for their own waiters.
+    #[cfg(feature = "tokio")]
+    pub(crate) fn take_for(&self, cq: CqHandle, waker: Option<&std::task::Waker>) -> Result<bool> {
+        self.ctx.check_alive()?;
+        let mut s = self.lock();
+        if self.fd.drain() > 0 {
+            collect(&mut s);
+        }
+        if s.pending.contains(&cq) {
+            s.pending.retain(|&c| c != cq);
+            return Ok(true);
+        }
+        if let Some(w) = waker {
+            if let Some(a) = s.cqs.iter_mut().find(|a| a.cq == cq) {
+                match &a.waker {
+                    Some(old) if old.will_wake(w) => {}
+                    _ => a.waker = Some(w.clone()),
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// The fd was readable: queues every CQ whose `events` count moved (and wakes its async
+/// waiter).
+fn collect(s: &mut ChanState) {
+    let ChanState { cqs, pending, .. } = s;
+    for a in cqs.iter_mut() {
+        let ev = a.control.events();
+        if ev != a.seen {
+            a.seen = ev;
+            pending.push_back(a.cq);
+            #[cfg(feature = "tokio")]
+            if let Some(w) = a.waker.take() {
+                w.wake();
+            }
         }
     }
 }
@@ -125,6 +174,8 @@ impl Context {
                 handle,
                 fd,
                 state: Mutex::new(ChanState::default()),
+                #[cfg(feature = "tokio")]
+                async_fd: Default::default(),
             }),
         })
     }

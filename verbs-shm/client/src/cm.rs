@@ -21,7 +21,7 @@ use crate::{Context, Error, Pd, Result};
 /// while an event waits (or the daemon is gone).
 pub struct CmEventChannel {
     ctx: Arc<CtxInner>,
-    queue: Arc<EventQueue<CmRaw>>,
+    pub(crate) queue: Arc<EventQueue<CmRaw>>,
 }
 
 impl std::fmt::Debug for CmEventChannel {
@@ -56,7 +56,7 @@ impl Context {
 }
 
 impl CmEventChannel {
-    fn wrap(&self, (id, event): CmRaw) -> CmEventInfo {
+    pub(crate) fn wrap(&self, (id, event): CmRaw) -> CmEventInfo {
         let request = match &event {
             CmEvent::ConnectRequest { id: new, .. } => Some(CmId {
                 ctx: self.ctx.clone(),

@@ -39,7 +39,7 @@ const CQE_FLAGS_BYTE: usize = 22;
 pub(crate) struct CqShared {
     pub(crate) ctx: Arc<CtxInner>,
     pub(crate) handle: CqHandle,
-    channel: Option<Arc<ChannelShared>>,
+    pub(crate) channel: Option<Arc<ChannelShared>>,
 }
 
 impl Drop for CqShared {

@@ -33,6 +33,11 @@
 //!
 //! When the daemon goes away, every call, post and poll returns [`Error::DaemonGone`]
 //! (never a hang), waiting calls wake up, and every event fd becomes readable.
+//!
+//! Feature `tokio` (off by default) adds async waits on a tokio runtime: `Cq::next` and
+//! `Cq::next_batch` for completions, `CmEventChannel::into_stream` and
+//! `Context::async_event_stream` for events as a `futures_core::Stream`. The examples
+//! `pingpong` and `write_bw` show the blocking API end to end.
 
 mod arena;
 mod channel;
@@ -49,6 +54,8 @@ mod qp;
 mod queue;
 mod remap;
 mod srq;
+#[cfg(feature = "tokio")]
+mod tokio_io;
 
 #[cfg(test)]
 mod tests;
@@ -63,6 +70,8 @@ pub use mr::{FastRegMr, Mr, Mw};
 pub use pd::Pd;
 pub use qp::{Qp, QpInitAttr};
 pub use srq::{Srq, SrqInitAttr};
+#[cfg(feature = "tokio")]
+pub use tokio_io::{AsyncEventStream, CmEventStream};
 
 pub use iwarp_types::{
     Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode,

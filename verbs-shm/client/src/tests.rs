@@ -2,6 +2,8 @@
 //! area and rings like the control thread does, and plays the dataplane core (takes
 //! doorbells, pops WRs, pushes completions).
 
+#[cfg(feature = "tokio")]
+mod asynch;
 mod fake;
 
 use std::os::fd::AsFd;
