@@ -28,6 +28,29 @@ fn verbs_objects_through_rdma_cores_header() {
     );
 }
 
+/// `cm_objects`: `rdma_create_qp` without CQs makes them (one channel each), and
+/// `rdma_destroy_qp` destroys only those (it answered `EOPNOTSUPP` before).
+#[test]
+fn rdma_create_qp_makes_the_cqs_it_is_not_given() {
+    if !can_run_daemons("rdma_create_qp_makes_the_cqs_it_is_not_given") {
+        return;
+    }
+    let lib = lib_dir("cmobj");
+    let prog = compile_c("cm_objects", &lib, &["-lrdmacm"]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("cmobj");
+    let dir = temp_dir("cmobj");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.trim() == "ok",
+        "cm_objects failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
 /// Runs `rc_cm server` on daemon A and `rc_cm client` on daemon B with `mode` (empty or
 /// "badkey") and returns both outputs; panics with both and the daemons' logs unless
 /// both print "ok" and exit 0.
