@@ -78,7 +78,7 @@ pub extern "C" fn iwarp_ibv_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
 pub(crate) struct IwMr {
     pub(crate) mr: sys::ibv_mr,
     magic: AtomicU64,
-    client: Mr,
+    pub(crate) client: Mr,
     pd: &'static IwPd,
 }
 

@@ -28,6 +28,29 @@ fn verbs_objects_through_rdma_cores_header() {
     );
 }
 
+/// `mw`: memory windows through the header's inline functions and the ops table
+/// (`ibv_alloc_mw` answered `EOPNOTSUPP` before).
+#[test]
+fn memory_windows_through_the_ops_table() {
+    if !can_run_daemons("memory_windows_through_the_ops_table") {
+        return;
+    }
+    let lib = lib_dir("mw");
+    let prog = compile_c("mw", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvmw");
+    let dir = temp_dir("mw");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.lines().last() == Some("ok"),
+        "mw failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
 /// `cm_objects`: `rdma_create_qp` without CQs makes them (one channel each), and
 /// `rdma_destroy_qp` destroys only those (it answered `EOPNOTSUPP` before).
 #[test]
