@@ -1,6 +1,7 @@
 //! Memory regions (`ibv_reg_mr`, `ibv_rereg_mr`, `ibv_dereg_mr`), fast-register MRs
 //! (`ibv_alloc_mr`) and memory windows (`ibv_alloc_mw`, `ibv_bind_mw` type 1).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use iwarp_types::{Access, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
@@ -31,7 +32,8 @@ pub struct Mr {
     va: u64,
     access: Access,
     zero_based: bool,
-    registered: bool,
+    /// Still registered in the daemon (cleared by a deregistration it accepted).
+    registered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Mr {
@@ -149,7 +151,7 @@ impl Pd {
             va,
             access,
             zero_based,
-            registered: true,
+            registered: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -319,18 +321,33 @@ impl Mr {
 
     /// Deregisters (`ibv_dereg_mr`), reporting the daemon's answer (drop does the same
     /// and ignores it).
-    pub fn dereg(mut self) -> Result<()> {
-        self.registered = false;
+    pub fn dereg(self) -> Result<()> {
+        self.registered.store(false, Ordering::Relaxed);
         expect_ok(
             self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
             "DeregMr",
         )
     }
+
+    /// Deregisters, keeping the region registered and usable if the daemon refuses
+    /// (`MwStillBound` while windows are bound to it, `ibv_dereg_mr`'s `EBUSY`). Once it
+    /// succeeded, dropping the value does nothing more; calling it again is `Ok`.
+    pub fn try_dereg(&self) -> Result<()> {
+        if !self.registered.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        expect_ok(
+            self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
+            "DeregMr",
+        )?;
+        self.registered.store(false, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        if self.registered {
+        if *self.registered.get_mut() {
             let _ = self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)));
         }
     }

@@ -231,9 +231,13 @@ pub extern "C" fn iwarp_ibv_dereg_mr(mr: *mut sys::ibv_mr) -> c_int {
     let Some(m) = from_raw::<IwMr>(mr) else {
         return fail_with("ibv_dereg_mr", libc::EINVAL, "not an MR of this library");
     };
+    // Refused while windows are bound to it (EBUSY): the MR stays registered and valid.
+    if let Err(e) = m.client.try_dereg() {
+        return fail("ibv_dereg_mr", &e);
+    }
     m.pd.users.fetch_sub(1, Ordering::AcqRel);
-    // SAFETY: from into_raw; the application gives the MR up with this call. Dropping the
-    // client's Mr deregisters it in the daemon.
+    // SAFETY: from into_raw; the application gives the MR up with this call (the client's
+    // Mr is deregistered already).
     unsafe { free(m) };
     0
 }

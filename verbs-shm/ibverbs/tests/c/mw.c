@@ -1,7 +1,8 @@
 /* Memory windows through rdma-core's inline ibv_alloc_mw / ibv_bind_mw / ibv_dealloc_mw,
  * against one daemon: type 1 bound by the verb (new rkey), type 2 allocated, refusals
  * (a type 2 window by the verb, a range outside the MR, an MR without MW_BIND, a bad
- * type), the PD busy while windows exist. Prints "ok". */
+ * type), the PD busy while windows exist, ibv_dereg_mr of an MR with a bound window
+ * EBUSY (the MR stays). Prints "ok". */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,6 +74,9 @@ int main(void)
 	CHECK(ibv_bind_mw(qp, mw1, &nobind) != 0, "an MR without MW_BIND");
 
 	CHECK(ibv_dealloc_pd(pd) == EBUSY, "PD busy while windows exist");
+	/* An MR with a bound window: EBUSY, and it stays registered. */
+	CHECK(ibv_dereg_mr(mr) == EBUSY, "dereg of an MR with a bound window");
+	CHECK(ibv_bind_mw(qp, mw1, &b) == 0, "the MR is still there");
 	CHECK(ibv_dealloc_mw(mw1) == 0, "dealloc type 1");
 	CHECK(ibv_dealloc_mw(mw2) == 0, "dealloc type 2");
 	CHECK(ibv_dereg_mr(plain) == 0 && ibv_dereg_mr(mr) == 0, "dereg");
