@@ -148,7 +148,7 @@ pub(crate) unsafe extern "C" fn bind_mw_op(
     let Some(c) = guard.as_mut() else {
         return fail_with(WHAT, libc::EINVAL, "window deallocated");
     };
-    match c.bind(&m.client, info.addr, info.length, access, zero_based) {
+    match c.bind(&m.lock(), info.addr, info.length, access, zero_based) {
         Ok(()) => {
             // SAFETY: the application's window; librdmacm's providers update its rkey.
             unsafe { (*mw).rkey = c.rkey().0 };

@@ -51,6 +51,29 @@ fn memory_windows_through_the_ops_table() {
     );
 }
 
+/// `rereg`: `ibv_rereg_mr` (access, a new range of application memory, refusals that
+/// leave the MR as it was); a stub answering `EOPNOTSUPP` before.
+#[test]
+fn rereg_mr_changes_access_and_range() {
+    if !can_run_daemons("rereg_mr_changes_access_and_range") {
+        return;
+    }
+    let lib = lib_dir("rereg");
+    let prog = compile_c("rereg", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvrereg");
+    let dir = temp_dir("rereg");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.trim() == "ok",
+        "rereg failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
 /// `cm_objects`: `rdma_create_qp` without CQs makes them (one channel each), and
 /// `rdma_destroy_qp` destroys only those (it answered `EOPNOTSUPP` before).
 #[test]
