@@ -1,11 +1,14 @@
 /* librdmacm objects without a connection, against one daemon: rdma_create_qp with no
  * CQs (it makes them, each on its own completion channel, as librdmacm does) or one,
- * and rdma_destroy_qp (which destroys only the CQs it made). Prints "ok". */
+ * and rdma_destroy_qp (which destroys only the CQs it made); rdma_getaddrinfo and
+ * rdma_bind_addr with IPv4 and (refused: EAFNOSUPPORT) IPv6. Prints "ok". */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
@@ -75,6 +78,28 @@ int main(void)
 
 	CHECK(ibv_dereg_mr(mr) == 0, "dereg_mr");
 	free(buf);
+	/* Addresses: IPv4 works, IPv6 is refused clearly. */
+	struct rdma_addrinfo *res, hints = { .ai_flags = RAI_PASSIVE };
+	CHECK(rdma_getaddrinfo("198.18.0.1", "7000", NULL, &res) == 0, "getaddrinfo IPv4");
+	CHECK(res->ai_family == AF_INET && res->ai_dst_addr &&
+		      ((struct sockaddr_in *)res->ai_dst_addr)->sin_port == htons(7000),
+	      "destination");
+	rdma_freeaddrinfo(res);
+	CHECK(rdma_getaddrinfo(NULL, "7001", &hints, &res) == 0 && res->ai_src_addr,
+	      "getaddrinfo passive");
+	rdma_freeaddrinfo(res);
+	errno = 0;
+	CHECK(rdma_getaddrinfo("::1", "7000", NULL, &res) == -1 && errno == EAFNOSUPPORT,
+	      "getaddrinfo IPv6");
+	hints.ai_family = AF_INET6;
+	errno = 0;
+	CHECK(rdma_getaddrinfo("198.18.0.1", "7000", &hints, &res) == -1 && errno == EAFNOSUPPORT,
+	      "an AF_INET6 hint");
+	struct sockaddr_in6 s6 = { .sin6_family = AF_INET6, .sin6_port = htons(7002) };
+	errno = 0;
+	CHECK(rdma_bind_addr(id, (struct sockaddr *)&s6) == -1 && errno == EAFNOSUPPORT,
+	      "bind to IPv6");
+
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 	rdma_destroy_event_channel(ec);
 	printf("ok\n");
