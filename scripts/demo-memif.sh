@@ -3,7 +3,7 @@
 # dataplane core each) connect QPs and move data with RDMA WRITE, READ and SEND, every byte
 # verified by the load generator's pattern check; prints a summary and exits 0 on success.
 #
-#   scripts/demo-memif.sh                 # builds iwarpd (release) if needed
+#   scripts/demo-memif.sh                 # builds iwarpd and iwarpctl (release) if needed
 #   IWARPD=/path/to/iwarpd scripts/demo-memif.sh
 #   DEMO_SECONDS=3 DEMO_QPS=4 scripts/demo-memif.sh
 # Needs root (DPDK). Uses hugepages if reserved (scripts/setup.sh reserves 512), else
@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ -z "${IWARPD:-}" ]; then
-  cargo build --release -q -p iwarpd
+  cargo build --release -q -p iwarpd -p iwarpctl
   IWARPD=target/release/iwarpd
 fi
 secs=${DEMO_SECONDS:-1}

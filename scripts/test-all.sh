@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Runs every test of the project: unit tests, simulator scenarios, the randomized
-# simulation suite, fuzz corpus replay, the capture test vectors, the DPDK port tests, the
-# daemon's operator-facing tests, the memif demo and the Linux-peer test over a veth, the
-# shared-memory verbs tests (all inside cargo test), the pcap check, the loom models of the
-# shared-memory rings, and the interop matrix
-# against Linux siw in a QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
+# Runs every test of the project. Inside cargo test: unit tests, simulator scenarios, the
+# randomized simulation suite, fuzz corpus replay, the capture test vectors, the DPDK port
+# tests, the daemon's operator-facing and signal tests, the memif demo, the Linux-peer test
+# over a veth, the shared-memory verbs tests (client processes on two daemons, admission
+# under a flood), the drop-in libraries' tests. Then as stages: the pcap check, the
+# restart-after-kill loop, Debian's unmodified RDMA tools over the drop-in libraries, the
+# loom models of the shared-memory rings, and the interop matrix against Linux siw in a
+# QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
 # Needs root (DPDK, network namespaces, QEMU). Every stage runs; the exit status is 1 if
 # any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix (about 6 minutes).
 set -uo pipefail
@@ -27,6 +29,11 @@ cargo build --workspace --all-targets || exit 1
 mkdir -p target
 stage "cargo test" bash -o pipefail -c 'cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log'
 stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
+# Restart after kill -9, traffic, SIGINT (issue 17 item 4): 100 tries by hand
+# (scripts/restart-loop.sh), 20 here (about 2 minutes).
+stage "restart-loop" bash scripts/restart-loop.sh "${IWARP_RESTART_TRIES:-20}"
+# Debian's unmodified rdma-core tools through the drop-in libraries (docs/DROPIN.md).
+stage "demo-dropin" env DEMO_PROFILE=debug bash scripts/demo-dropin.sh
 # The shared-memory rings, doorbells and CQ arming under loom's model checker (its own
 # target directory: --cfg loom rebuilds the dependencies).
 stage "loom" env CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \

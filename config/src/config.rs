@@ -85,11 +85,16 @@ impl Config {
     /// that any key can be overridden (no validation).
     pub fn from_toml_with(text: &str, overrides: &[Override]) -> Result<Config, ConfigError> {
         let mut table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
-            let err = ConfigError::new("file", format!("TOML syntax: {}", e.message()));
-            match e.span() {
-                Some(span) => err.at_line(line_of(text, span.start)),
-                None => err,
-            }
+            let Some(span) = e.span() else {
+                return ConfigError::new("file", format!("TOML syntax: {}", e.message()));
+            };
+            let line = line_of(text, span.start);
+            // The key (or table) written on that line, so that the error names it even
+            // when the parser's message does not (a too large integer, a duplicate table).
+            let field = key_at_line(text, line)
+                .filter(|k| k.split('.').all(|part| !part.trim().is_empty()))
+                .unwrap_or_else(|| "file".to_string());
+            ConfigError::new(field, format!("TOML syntax: {}", e.message())).at_line(line)
         })?;
         let from_file = |err: ConfigError| file_line(text, err);
         crate::keys::check_known(&table).map_err(from_file)?;
@@ -183,6 +188,56 @@ fn file_line(text: &str, err: ConfigError) -> ConfigError {
 /// The 1-based line where `field` (`port[1].mtu`, `tcp.sack`, `cores.dataplane[0]`) is
 /// set in `text`, for files written with `[section]` / `[[port]]` headers and `key =`
 /// lines (the way the examples are). A section name alone finds its header.
+/// The key written on 1-based line `line` of `text`, named as errors name keys
+/// (`port[0].mtu`, `daemon.name`), or the table a header line opens (`daemon`,
+/// `port[1]`). `None` if the line holds neither.
+pub(crate) fn key_at_line(text: &str, line: usize) -> Option<String> {
+    let mut table: Option<String> = None;
+    let mut entries: Vec<(String, usize)> = Vec::new();
+    for (n, raw) in text.lines().enumerate().take(line) {
+        let t = raw.split('#').next().unwrap_or_default().trim();
+        let here = n + 1 == line;
+        if t.starts_with('[') {
+            let name = t
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .to_string();
+            table = Some(if t.starts_with("[[") {
+                let i = match entries.iter_mut().find(|(k, _)| *k == name) {
+                    Some((_, c)) => {
+                        *c += 1;
+                        *c - 1
+                    }
+                    None => {
+                        entries.push((name.clone(), 1));
+                        0
+                    }
+                };
+                format!("{name}[{i}]")
+            } else {
+                name
+            });
+            if here {
+                return table;
+            }
+            continue;
+        }
+        if here {
+            let (lhs, _) = t.split_once('=')?;
+            let key = lhs.trim().trim_matches('"');
+            if key.is_empty() {
+                return None;
+            }
+            return Some(match &table {
+                Some(tb) => format!("{tb}.{key}"),
+                None => key.to_string(),
+            });
+        }
+    }
+    None
+}
+
 pub(crate) fn locate_line(text: &str, field: &str) -> Option<usize> {
     let (section, key) = match field.split_once('.') {
         Some((s, k)) => (s, Some(k)),
@@ -378,11 +433,33 @@ mod tests {
     }
 
     #[test]
+    fn syntax_errors_name_the_key_of_their_line() {
+        // Issue 17 item 7: both named only `file` before.
+        let e = Config::from_toml_str(
+            "[daemon]\nname = \"a\"\n[[port]]\ndevice = \"net_ring0\"\n[[port]]\ndevice = \"net_ring1\"\nmtu = 99999999999999999999999\n",
+        )
+        .unwrap_err();
+        assert_eq!((e.field.as_str(), e.line), ("port[1].mtu", Some(7)), "{e}");
+        let e = Config::from_toml_str("[daemon]\nname = \"a\"\n\n[daemon]\nname = \"b\"\n")
+            .unwrap_err();
+        assert_eq!((e.field.as_str(), e.line), ("daemon", Some(4)), "{e}");
+        assert!(e.to_string().contains("duplicate"), "{e}");
+        let e = Config::from_toml_str("x = 99999999999999999999999\n").unwrap_err();
+        assert_eq!(e.field, "x", "{e}");
+        assert_eq!(key_at_line("a = 1\n", 2), None);
+        // A broken header or key has no name to give: `file`.
+        let e = Config::from_toml_str("[]\nx = 1\n").unwrap_err();
+        assert_eq!(e.field, "file", "{e}");
+    }
+
+    #[test]
     fn syntax_errors_give_the_line() {
         let e = Config::from_toml_str("[daemon]\nname = \"a\"\nlog_level = \n").unwrap_err();
-        assert_eq!(e.field, "file");
+        assert_eq!(e.field, "daemon.log_level");
         assert_eq!(e.line, Some(3), "{e}");
-        assert!(e.to_string().starts_with("config error: file: TOML syntax"));
+        assert!(e
+            .to_string()
+            .starts_with("config error: daemon.log_level: TOML syntax"));
     }
 
     #[test]

@@ -222,6 +222,18 @@ impl Device {
         })
     }
 
+    /// The socket a memif server port listens on, with whether it is abstract (memif's
+    /// defaults: role server, socket `/run/memif.sock`, abstract). `None` for anything
+    /// but a memif server.
+    pub fn memif_server_socket(&self) -> Option<(String, bool)> {
+        let v = self.vdev().filter(|v| v.driver == VdevDriver::Memif)?;
+        if v.arg("role").unwrap_or("server") != "server" {
+            return None;
+        }
+        let socket = v.arg("socket").unwrap_or("/run/memif.sock").to_string();
+        Some((socket, v.arg("socket-abstract").unwrap_or("yes") != "no"))
+    }
+
     /// The virtual device, if this is one.
     pub fn vdev(&self) -> Option<&Vdev> {
         match self {

@@ -83,10 +83,16 @@ pub struct TcpSection {
     pub isn_secret: Option<Hex128>,
 }
 
+/// The daemon's default keepalive idle time, ms.
+pub const DAEMON_KEEPALIVE_IDLE_MS: u64 = 30_000;
+/// The daemon's default time between unanswered keepalive probes, ms.
+pub const DAEMON_KEEPALIVE_INTERVAL_MS: u64 = 5_000;
+/// The daemon's default number of unanswered probes before the connection is lost.
+pub const DAEMON_KEEPALIVE_COUNT: u32 = 3;
+
 impl Default for TcpSection {
     fn default() -> TcpSection {
         let t = TcpConfig::default();
-        let k = KeepaliveConfig::default();
         TcpSection {
             congestion: CongestionControl::Cubic,
             rto_ms_initial: t.rto_ms_initial,
@@ -103,10 +109,15 @@ impl Default for TcpSection {
             delayed_ack_us: 0,
             max_retries: t.max_retries,
             syn_retries: t.syn_retries,
-            keepalive: k.enabled,
-            keepalive_idle_ms: k.idle_ms,
-            keepalive_interval_ms: k.interval_ms,
-            keepalive_count: k.count,
+            // The engine's default is RFC 1122's (off; 2 h idle). A daemon must end the
+            // connections of a peer that vanished (a killed daemon, a pulled cable) even
+            // when it has nothing to send, where the retransmission timer never runs:
+            // keepalive ends an idle dead connection within idle + interval x count
+            // = 30 + 5 x 3 = 45 s (docs/DAEMON.md, "Dead peers").
+            keepalive: true,
+            keepalive_idle_ms: DAEMON_KEEPALIVE_IDLE_MS,
+            keepalive_interval_ms: DAEMON_KEEPALIVE_INTERVAL_MS,
+            keepalive_count: DAEMON_KEEPALIVE_COUNT,
             ooo_max_bytes: iwarp_proto::config::DEFAULT_TCP_OOO_BYTES as u32,
             ooo_max_ranges: t.ooo_max_ranges as u32,
             sack_max_ranges: t.sack_max_ranges as u32,
@@ -340,5 +351,18 @@ mod tests {
         assert!(c.checksum_offload);
         assert_eq!(c.mss_bytes, MSS_MAX);
         assert_eq!(c.ooo_max_bytes, iwarp_proto::config::DEFAULT_TCP_OOO_BYTES);
+    }
+
+    #[test]
+    fn the_daemon_defaults_end_an_idle_dead_connection_within_45_s() {
+        // Issue 17 item 5: with the engine's default (keepalive off) a connection to a
+        // vanished peer that had nothing to send stayed live for ever.
+        let t = TcpSection::default();
+        assert!(t.keepalive);
+        let bound = t.keepalive_idle_ms + t.keepalive_interval_ms * u64::from(t.keepalive_count);
+        assert_eq!(bound, 45_000);
+        t.validate().unwrap();
+        let k = t.tcp_config(false).keepalive;
+        assert!(k.enabled && k.idle_ms == 30_000 && k.count == 3);
     }
 }

@@ -34,6 +34,15 @@ impl Config {
                     format!("port[{i}].device"),
                     format!("`{}` is also port[{j}]'s device", p.device.dpdk_name()),
                 )?;
+                let server = p.device.memif_server_socket();
+                ensure(
+                    server.is_none() || server != q.device.memif_server_socket(),
+                    format!("port[{i}].device"),
+                    format!(
+                        "memif server socket `{}` is also port[{j}]'s: a socket has one server (make one of them role=client)",
+                        server.as_ref().map_or("", |s| s.0.as_str())
+                    ),
+                )?;
                 ensure(
                     p.ipv4 != q.ipv4,
                     format!("port[{i}].ipv4"),
@@ -120,6 +129,29 @@ mod tests {
             "port[1].device"
         );
         assert_eq!(err(|c| c.ports.push(ring(1))), "port[1].ipv4");
+        // Two memif servers on one socket (issue 17 item 7: start-up blamed "another
+        // process"); a server and a client of one socket (perf-loopback) are fine.
+        let memif = |s: &str| {
+            let mut p = PortSection::new(s.parse::<Device>().unwrap());
+            p.ipv4 = "198.18.9.1".parse().unwrap();
+            p
+        };
+        assert_eq!(
+            err(|c| c.ports.push(memif(
+                "net_memif1,role=server,socket=/run/iwarpd/iwarpd.memif"
+            ))),
+            "port[1].device"
+        );
+        let mut c = Config::default();
+        c.ports.push(memif(
+            "net_memif1,role=client,socket=/run/iwarpd/iwarpd.memif",
+        ));
+        c.validate().unwrap();
+        let mut c = Config::default();
+        c.ports.push(memif(
+            "net_memif1,role=server,socket=/run/iwarpd/other.memif",
+        ));
+        c.validate().unwrap();
         assert_eq!(err(|c| c.mpa.ird = 32), "mpa.ird");
         assert_eq!(err(|c| c.capture.ports = vec![1]), "capture.ports[0]");
         assert_eq!(err(|c| c.loadgen.recv_depth = 2000), "loadgen.recv_depth");

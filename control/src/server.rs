@@ -42,6 +42,10 @@ pub(crate) const SEND_TIMEOUT: Duration = Duration::from_millis(500);
 /// Dataplane counters for `Admin(Counters)`: per core, then the sum.
 pub type CounterSource = Box<dyn FnMut() -> Vec<CounterSet> + Send>;
 
+/// The live link of port `i` for `QueryPort`, `Welcome` and `Admin(Status)`: (up, speed
+/// in Mbit/s), `None` for no such port. Read once per [`ControlServer::step`].
+pub type LinkSource = Box<dyn FnMut(usize) -> Option<(bool, u32)> + Send>;
+
 /// What a handler answers: the response and the descriptors that go with it.
 pub(crate) struct Out {
     pub resp: Response,
@@ -107,6 +111,7 @@ pub(crate) struct Ctx<C> {
     pub started: Instant,
     pub stats: ServerStats,
     pub counters: Option<CounterSource>,
+    pub links: Option<LinkSource>,
     /// Arenas removed from clients whose last fence timed out: removed from the region
     /// table once a fence on every core succeeds.
     pub pending_regions: Vec<(iwarp_types::RegionId, Arc<SharedMapping>)>,
@@ -233,6 +238,7 @@ impl<C: CoreLink> ControlServer<C> {
                 started: Instant::now(),
                 stats: ServerStats::default(),
                 counters: None,
+                links: None,
                 pending_regions: Vec::new(),
                 shutting_down: false,
             },
@@ -287,6 +293,17 @@ impl<C: CoreLink> ControlServer<C> {
     /// Where `Admin(Counters)` gets the dataplane counters.
     pub fn set_counters(&mut self, source: CounterSource) {
         self.ctx.counters = Some(source);
+    }
+
+    /// Where the ports' live link state comes from (without one, the state given at
+    /// construction is answered).
+    pub fn set_links(&mut self, source: LinkSource) {
+        self.ctx.links = Some(source);
+    }
+
+    /// The ports as `QueryPort` answers them now.
+    pub fn ports(&self) -> &[PortAttr] {
+        &self.ctx.ports
     }
 
     /// Creates the socket (its directory if missing; a stale socket file is replaced),
@@ -355,6 +372,14 @@ impl<C: CoreLink> ControlServer<C> {
     /// One turn: waits at most `max_wait` (less right after work) for the sockets, then
     /// accepts, serves requests, routes the cores' notices. Returns true if it did work.
     pub fn step(&mut self, max_wait: Duration) -> bool {
+        if let Some(links) = &mut self.ctx.links {
+            for (i, p) in self.ctx.ports.iter_mut().enumerate() {
+                if let Some((up, speed)) = links(i) {
+                    p.link_up = up;
+                    p.speed_mbps = speed;
+                }
+            }
+        }
         let wait = if self.busy {
             Duration::from_micros(100)
         } else {

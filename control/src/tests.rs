@@ -1018,3 +1018,52 @@ fn silent_connections_are_closed_at_the_hello_deadline() {
     let (r, _) = talker.call(&mut s, Request::AllocPd);
     assert!(matches!(r, Ok(Response::Pd(_))), "{r:?}");
 }
+
+#[test]
+fn query_port_answers_the_live_link_state() {
+    // Issue 17 item 5: QueryPort answered the link read once at start-up (down while
+    // a memif link came up a moment later, and for ever after).
+    let log = Arc::new(Mutex::new(Log::default()));
+    let cores = vec![FakeCore {
+        core: 0,
+        next: 0,
+        log,
+        fail_stag_at: false,
+    }];
+    let regions = Arc::new(RegionTable::new(64));
+    let cfg = ControlConfig {
+        max_objects: 8,
+        max_arena_bytes: 1 << 20,
+        ..ControlConfig::default()
+    };
+    let mut down = port(0, [10, 0, 0, 1]);
+    down.link_up = false;
+    let mut s = ControlServer::new(cfg, cores, regions, device(), vec![down], None).unwrap();
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
+        .unwrap();
+    let db = AccountDb::from_text("", "");
+    s.set_policy(
+        Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
+        db,
+    );
+    let link = Arc::new(Mutex::new((true, 10_000u32)));
+    let l2 = link.clone();
+    s.set_links(Box::new(move |i| (i == 0).then(|| *l2.lock().unwrap())));
+    let (mut p, w) = connect(&mut s);
+    assert!(w.ports[0].link_up, "Welcome carries the live state");
+    let query = |p: &mut Peer, s: &mut ControlServer<FakeCore>| {
+        ok(p.call(s, Request::QueryPort(0)), |r| {
+            if let Response::Port(a) = r {
+                Some((a.link_up, a.speed_mbps))
+            } else {
+                None
+            }
+        })
+    };
+    assert_eq!(query(&mut p, &mut s), (true, 10_000));
+    *link.lock().unwrap() = (false, 0);
+    s.step(Duration::from_millis(1));
+    assert_eq!(query(&mut p, &mut s), (false, 0));
+    assert!(!s.ports()[0].link_up);
+}

@@ -22,11 +22,13 @@
 #include <errno.h>
 #include <sched.h>
 #include <stdatomic.h>
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <rte_config.h>
+#include <rte_alarm.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -271,4 +273,101 @@ int munmap(void *addr, size_t len)
 void *shim_guard_munmap_addr(void)
 {
 	return (void *)&munmap;
+}
+
+/*
+ * Interrupt-thread barrier. memif runs its control channel on the EAL interrupt thread:
+ * a peer's DISCONNECT (or hang-up) makes it run memif_disconnect(), which rte_free()s
+ * the regions; closing a device leaves an unregister-pending callback that frees the
+ * channel later, also there. If rte_eal_cleanup() has torn the heaps down by then, that
+ * rte_free() faults (seen: SIGSEGV at 0x68 in librte_eal on eal-intr-thread after a
+ * SIGINT of the perf-loopback daemon, whose two memif ports talk to each other). An
+ * alarm callback runs on the interrupt thread: once one alarm ran, and then a second
+ * one set afterwards ran too, every event that was pending when the barrier began has
+ * been handled (level-triggered epoll: it came in the first alarm's batch or earlier,
+ * and that batch is over when the second alarm runs).
+ */
+static void shim_barrier_alarm(void *arg)
+{
+	atomic_store_explicit((atomic_int *)arg, 1, memory_order_release);
+}
+
+int shim_intr_barrier(unsigned int rounds, unsigned int timeout_ms)
+{
+	for (unsigned int r = 0; r < rounds; r++) {
+		atomic_int done = 0;
+		int ret = rte_eal_alarm_set(1, shim_barrier_alarm, &done);
+		if (ret != 0)
+			return ret;
+		uint64_t hz = rte_get_tsc_hz();
+		uint64_t end = rte_rdtsc() + hz / 1000 * timeout_ms;
+		while (!atomic_load_explicit(&done, memory_order_acquire)) {
+			if (rte_rdtsc() > end) {
+				/* Waits while the callback runs; afterwards `done` is ours again. */
+				rte_eal_alarm_cancel(shim_barrier_alarm, &done);
+				return -ETIMEDOUT;
+			}
+			struct timespec ts = {0, 100000};
+			nanosleep(&ts, NULL);
+		}
+	}
+	return 0;
+}
+
+/*
+ * Parking the interrupt thread for good before rte_eal_cleanup(). 22.11's cleanup does
+ * not stop the interrupt thread: it unmaps the memory that holds the interrupt sources
+ * while that thread may wake up (a source unregistered, a pending-delete callback, an
+ * fd event) and walk them (seen: SIGSEGV in rte_intr_fd_get on eal-intr-thread while the
+ * main thread was in rte_eal_memory_detach). A callback that never returns keeps it out
+ * of DPDK until the process exits; nothing needs it once the ports are closed. It is the
+ * callback of an eventfd source of its own, not an alarm: cleanup unregisters the alarm
+ * callback synchronously (it would wait for ever for a parked alarm).
+ */
+static atomic_int shim_intr_parked;
+
+static void shim_park_callback(void *arg)
+{
+	(void)arg;
+	atomic_store_explicit(&shim_intr_parked, 1, memory_order_release);
+	for (;;) {
+		struct timespec ts = {0, 50000000};
+		nanosleep(&ts, NULL);
+	}
+}
+
+int shim_intr_park(unsigned int timeout_ms)
+{
+	static struct rte_intr_handle *handle;
+	if (atomic_load_explicit(&shim_intr_parked, memory_order_acquire))
+		return 0;
+	if (handle == NULL) {
+		int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+		if (fd < 0)
+			return -errno;
+		handle = rte_intr_instance_alloc(RTE_INTR_INSTANCE_F_PRIVATE);
+		if (handle == NULL) {
+			close(fd);
+			return -ENOMEM;
+		}
+		if (rte_intr_fd_set(handle, fd) != 0 ||
+		    rte_intr_type_set(handle, RTE_INTR_HANDLE_EXT) != 0 ||
+		    rte_intr_callback_register(handle, shim_park_callback, NULL) != 0) {
+			rte_intr_instance_free(handle);
+			handle = NULL;
+			close(fd);
+			return -EINVAL;
+		}
+		uint64_t one = 1;
+		if (write(fd, &one, sizeof(one)) != (ssize_t)sizeof(one))
+			return -errno;
+	}
+	uint64_t end = rte_rdtsc() + rte_get_tsc_hz() / 1000 * timeout_ms;
+	while (!atomic_load_explicit(&shim_intr_parked, memory_order_acquire)) {
+		if (rte_rdtsc() > end)
+			return -ETIMEDOUT;
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
+	return 0;
 }

@@ -63,4 +63,14 @@ void shim_guard_set_enabled(int enabled);
 /* The guard's munmap, to check that the process resolves `munmap` to it. */
 void *shim_guard_munmap_addr(void);
 
+/* Waits until the EAL interrupt thread has finished `rounds` more turns of its event loop
+ * (each marked by an alarm callback), at most timeout_ms per turn. 0, -ETIMEDOUT, or the
+ * negative errno of rte_eal_alarm_set. Never call it on the interrupt thread. */
+int shim_intr_barrier(unsigned int rounds, unsigned int timeout_ms);
+
+/* Parks the EAL interrupt thread inside a callback that never returns (until the
+ * process exits), waiting at most timeout_ms for it to get there: call it right before
+ * rte_eal_cleanup(), which does not stop that thread. 0, -ETIMEDOUT or -errno. */
+int shim_intr_park(unsigned int timeout_ms);
+
 #endif

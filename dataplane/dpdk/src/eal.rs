@@ -30,6 +30,18 @@ unsafe impl Sync for EalInner {}
 impl Drop for EalInner {
     fn drop(&mut self) {
         wait_all_workers();
+        // Callbacks still queued for the interrupt thread (a memif peer's disconnect, a
+        // closed device's pending unregister) run before the heaps go away; then the
+        // thread is parked for good: rte_eal_cleanup does not stop it, and it must not
+        // walk its interrupt sources while their memory is unmapped.
+        interrupt_barrier();
+        // SAFETY: EAL initialised; no code of ours runs on the interrupt thread, and
+        // nothing after cleanup needs it (every port is closed: they hold this struct).
+        if unsafe { sys::shim_intr_park(BARRIER_TURN_MS) } != 0 {
+            // Cleanup is skipped rather than risk it under a running interrupt thread;
+            // the process is about to exit and the kernel reclaims the memory.
+            return;
+        }
         // SAFETY: the EAL was initialised; every mempool and port holds an Arc to this
         // struct, so none is left; the workers have returned. Cleanup runs once.
         unsafe { sys::rte_eal_cleanup() };
@@ -224,6 +236,22 @@ fn wait_all_workers() {
         // SAFETY: as above; returns at once for an idle lcore.
         unsafe { sys::rte_eal_wait_lcore(id) };
     }
+}
+
+/// Turns of the interrupt thread's event loop [`interrupt_barrier`] waits for.
+const BARRIER_ROUNDS: u32 = 3;
+/// Longest wait for one turn, milliseconds.
+const BARRIER_TURN_MS: u32 = 1000;
+
+/// Waits (bounded: [`BARRIER_ROUNDS`] x [`BARRIER_TURN_MS`]) until the EAL interrupt
+/// thread has handled every event pending now, and what those set off. memif handles a
+/// peer's disconnect there with `rte_free`: after a port close and before
+/// `rte_eal_cleanup` this lets it finish while the heaps exist. Returns false if a turn
+/// timed out. Must not be called on the interrupt thread (no code of ours runs there).
+pub(crate) fn interrupt_barrier() -> bool {
+    // SAFETY: the EAL is initialised (callers hold it); the shim waits on its own stack
+    // variable and cancels the alarm before returning on a timeout.
+    unsafe { sys::shim_intr_barrier(BARRIER_ROUNDS, BARRIER_TURN_MS) == 0 }
 }
 
 /// The TSC frequency in Hz (after init).

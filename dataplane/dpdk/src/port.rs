@@ -49,6 +49,10 @@ impl Drop for PortInner {
                 sys::rte_dev_remove(self.device);
             }
         }
+        // A memif port's close sends its peer a DISCONNECT that the interrupt thread
+        // handles; when the peer is a port of this process, that must be over before
+        // the peer is closed here too (or the EAL cleaned up).
+        crate::eal::interrupt_barrier();
     }
 }
 

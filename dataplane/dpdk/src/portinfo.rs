@@ -146,7 +146,7 @@ pub struct PortSetup {
     pub rx_checksum_offload: bool,
     /// RSS spreads flows over the rx queues.
     pub rss: bool,
-    /// Queue pairs ([`Port::queue`] indices are `0..queues`).
+    /// Queue pairs ([`Port::queue`](crate::Port::queue) indices are `0..queues`).
     pub queues: u16,
 }
 

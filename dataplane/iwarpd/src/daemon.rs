@@ -2,7 +2,7 @@
 //! serves the stats socket, starts the load generator and runs the shutdown.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration as StdDuration, Instant as StdInstant};
 
@@ -73,12 +73,14 @@ struct CoreHandle {
 
 /// Runs the daemon until a signal (or, with `loadgen`, until the run is over).
 pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
-    let stop = Arc::new(AtomicBool::new(false));
+    // The signal that asks for the orderly shutdown (0: none yet). SIGPIPE is ignored
+    // (Rust's runtime does that: a peer that went away is a write error, not a death).
+    let signal = Arc::new(AtomicUsize::new(0));
     // The cores stop after the control thread has torn its clients down.
     let core_stop = Arc::new(AtomicBool::new(false));
     let control_stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, Arc::clone(&stop))
+    for sig in STOP_SIGNALS {
+        signal_hook::flag::register_usize(sig, Arc::clone(&signal), sig as usize)
             .map_err(|e| fail(format!("cannot install the signal handler: {e}")))?;
     }
     // Everything the command line asks for is checked before DPDK starts.
@@ -88,11 +90,22 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         .transpose()
         .map_err(|message| Failure { message, code: 2 })?;
     let online = iwarp_config::daemon::online_cpus();
-    let cpus = cfg.cores.dataplane_cpus(&online).map_err(|e| Failure {
-        message: e.to_string(),
-        code: 2,
-    })?;
+    let cpus = host_checks(&cfg, &online).map_err(|message| Failure { message, code: 2 })?;
     let n = cpus.len();
+    // One daemon per name; what a killed predecessor of this name left goes now.
+    let lock = crate::lock::acquire(
+        std::path::Path::new(crate::lock::LOCK_DIR),
+        &cfg.daemon.name,
+    )
+    .map_err(fail)?;
+    crate::debug!("holding {}", lock.path().display());
+    for (path, key) in owned_sockets(&cfg) {
+        if crate::lock::remove_stale_socket(std::path::Path::new(&path), &key).map_err(fail)?
+            == crate::lock::Stale::Removed
+        {
+            info!("{key}: removed the stale socket {path} (left by a daemon that did not stop in order)");
+        }
+    }
     let memory = memory_mode(&cfg, n)?;
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
     args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
@@ -137,6 +150,14 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         );
         ports.push(p);
     }
+    // Link state: read by the control loop below at a bounded rate, published for the
+    // stats socket, QueryPort and iwarpctl.
+    let links = Arc::new(crate::link::Links::new(ports.len()));
+    let mut link_watch = crate::link::LinkWatch::new();
+    link_watch.poll(&links, &mut |i| {
+        let l = ports[i].port.link();
+        (l.up, l.speed_mbps)
+    });
     let seeds = Seeds::from_config(&cfg).map_err(|e| fail(format!("seeds: {e}")))?;
     let capture = cfg.capture.enabled().then(|| {
         Capture::new(
@@ -251,6 +272,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             regions,
             &ports,
             stats,
+            Arc::clone(&links),
             Arc::clone(&control_stop),
         )
         .map_err(fail)?;
@@ -278,12 +300,17 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     let started = StdInstant::now();
     let rss_start = crate::loadgen::rss_bytes();
     loop {
-        if stop.load(Ordering::Relaxed) {
-            info!("stopping (signal or end of run)");
+        let sig = signal.load(Ordering::Relaxed);
+        if sig != 0 {
+            info!("stopping on {}", signal_name(sig));
             break;
         }
+        link_watch.poll(&links, &mut |i| {
+            let l = ports[i].port.link();
+            (l.up, l.speed_mbps)
+        });
         if let Some(s) = &stats_server {
-            s.serve(&mut |json| render_stats(&cores, &servers, json));
+            s.serve(&mut |json| render_stats(&cores, &servers, &links, json));
         }
         if let Some(gone) = cores
             .iter()
@@ -335,7 +362,6 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     // Orderly shutdown: the control thread tells its clients and tears them down while
     // the cores still run; then the cores see the flag, close their QPs (FIN) within the
     // grace period, and return their final counters.
-    stop.store(true, Ordering::Relaxed);
     control_stop.store(true, Ordering::Relaxed);
     if let Some(t) = control_thread {
         if t.join().is_err() {
@@ -360,6 +386,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     }
     let total = Snapshot::sum(finals.iter());
     eprintln!("{total}");
+    eprint!("{}", links.render());
     for (i, p) in ports.iter().enumerate() {
         if let Ok(s) = p.port.stats() {
             info!(
@@ -376,10 +403,82 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             }
         }
     }
+    drop(stats_server);
     drop(cores);
     drop(ports);
     drop(eal);
+    // memif socket files (socket-abstract=no) the closed ports left; the stats and verbs
+    // sockets are gone already (their owners removed them).
+    for (path, key) in owned_sockets(&cfg) {
+        if let Err(e) = crate::lock::remove_stale_socket(std::path::Path::new(&path), &key) {
+            warn!("{e}");
+        }
+    }
+    drop(lock);
     outcome
+}
+
+/// The checks of the configuration against this machine that need no device (what
+/// `check-config` runs too): the CPUs of `[cores]` are online (`online`), the accounts
+/// of `[control]` exist. Returns the dataplane CPUs.
+pub fn host_checks(cfg: &Config, online: &[u32]) -> Result<Vec<u32>, String> {
+    let cpus = cfg
+        .cores
+        .dataplane_cpus(online)
+        .map_err(|e| e.to_string())?;
+    if cfg.control.enabled {
+        let c = &cfg.control;
+        iwarp_control::Policy::resolve(
+            &iwarp_control::AccountDb::system(),
+            &c.allow_users,
+            &c.allow_groups,
+            &c.admin_users,
+        )
+        .map_err(|e| format!("config error: {e}"))?;
+    }
+    Ok(cpus)
+}
+
+/// The signals that stop the daemon in order (docs/DAEMON.md): exit status 0, final
+/// counters printed, clients and peers told, socket files removed.
+pub const STOP_SIGNALS: [i32; 4] = [
+    signal_hook::consts::SIGINT,
+    signal_hook::consts::SIGTERM,
+    signal_hook::consts::SIGHUP,
+    signal_hook::consts::SIGQUIT,
+];
+
+fn signal_name(sig: usize) -> &'static str {
+    match sig as i32 {
+        signal_hook::consts::SIGINT => "SIGINT",
+        signal_hook::consts::SIGTERM => "SIGTERM",
+        signal_hook::consts::SIGHUP => "SIGHUP",
+        signal_hook::consts::SIGQUIT => "SIGQUIT",
+        _ => "a signal",
+    }
+}
+
+/// The socket files daemon `cfg` creates, each with the key that names it: the stats
+/// socket, the verbs socket, and the files of memif server ports with
+/// `socket-abstract=no` (an abstract memif socket has no file).
+fn owned_sockets(cfg: &Config) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    if let Some(p) = cfg.daemon.stats_socket_path() {
+        v.push((p, "daemon.stats_socket".to_string()));
+    }
+    if cfg.control.enabled {
+        v.push((
+            cfg.control.socket_path(&cfg.daemon.name),
+            "control.socket".to_string(),
+        ));
+    }
+    for (i, p) in cfg.ports.iter().enumerate() {
+        let (_, device) = p.device.eal_arg();
+        if let Some((socket, false)) = iwarp_dpdk::devargs::memif_server_socket(&device) {
+            v.push((socket, format!("port[{i}].device")));
+        }
+    }
+    v
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -515,7 +614,12 @@ fn memory_text(m: &MemoryMode) -> String {
     }
 }
 
-fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String {
+fn render_stats(
+    cores: &[CoreHandle],
+    servers: &[Shared],
+    links: &crate::link::Links,
+    json: bool,
+) -> String {
     let per: Vec<Snapshot> = cores.iter().map(|c| c.stats.snapshot()).collect();
     let total = Snapshot::sum(per.iter());
     let server: Vec<String> = servers
@@ -531,13 +635,14 @@ fn render_stats(cores: &[CoreHandle], servers: &[Shared], json: bool) -> String 
     if json {
         let cores_json: Vec<String> = per.iter().map(Snapshot::to_json).collect();
         format!(
-            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}]}}\n",
+            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}],\"links\":{}}}\n",
             total.to_json(),
             cores_json.join(","),
-            server.join(",")
+            server.join(","),
+            links.to_json()
         )
     } else {
-        let mut s = format!("total ({} cores)\n{total}\n", per.len());
+        let mut s = format!("total ({} cores)\n{total}\n{}", per.len(), links.render());
         for (i, c) in per.iter().enumerate() {
             s.push_str(&format!("core {i}\n{c}\n"));
         }

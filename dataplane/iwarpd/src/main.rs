@@ -3,7 +3,9 @@
 
 mod apps;
 mod daemon;
+mod link;
 mod loadgen;
+mod lock;
 mod log;
 mod ports;
 mod stats;
@@ -45,6 +47,13 @@ fn main() -> ExitCode {
     match action {
         Command::ConfigKeys => ExitCode::SUCCESS,
         Command::CheckConfig => {
+            // Every check that needs no device: the file's rules (done by load_config),
+            // then this machine's CPUs and accounts.
+            let online = iwarp_config::daemon::online_cpus();
+            if let Err(e) = daemon::host_checks(&cfg, &online) {
+                eprintln!("iwarpd: {e}");
+                return ExitCode::from(2);
+            }
             println!("{}", cfg.summary());
             println!("configuration is valid");
             ExitCode::SUCCESS

@@ -120,6 +120,7 @@ fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
 }
 
 /// The control server, bound to its socket, running on its own thread until `stop`.
+#[allow(clippy::too_many_arguments)]
 pub fn start(
     cfg: &Config,
     handles: Vec<ServiceHandle>,
@@ -127,6 +128,7 @@ pub fn start(
     regions: Arc<RegionTable>,
     ports: &[OpenPort],
     stats: Vec<Arc<CoreStats>>,
+    links: Arc<crate::link::Links>,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, String> {
     let n = handles.len();
@@ -151,6 +153,9 @@ pub fn start(
             iwarp_control::LogLevel::Debug => crate::log::Level::Debug,
         };
         crate::log::emit(level, msg);
+    }));
+    server.set_links(Box::new(move |i| {
+        links.get(i).map(|v| (v.up, v.speed_mbps))
     }));
     server.bind()?;
     std::thread::Builder::new()

@@ -120,6 +120,55 @@ fn operator_facing_behaviour() {
         2,
         "/nonexistent.toml",
     );
+    // check-config runs every check that needs no device (issue 17 item 7): an offline
+    // dataplane CPU, an unknown account, two memif servers on one socket; and syntax
+    // errors name their key.
+    expect_fail(
+        &["--set", "cores.dataplane=[1000]", "check-config"],
+        2,
+        "cores.dataplane: CPU 1000 is not online",
+    );
+    expect_fail(
+        &[
+            "--set",
+            "control.allow_users=[\"no-such-user-iwarp\"]",
+            "check-config",
+        ],
+        2,
+        "control.allow_users[0]",
+    );
+    expect_fail(
+        &[
+            "--config",
+            "config/examples/perf-loopback.toml",
+            "--set",
+            "port.1.device=\"net_memif1,role=server,socket=/run/iwarpd/perf-loop.memif,bsize=10240\"",
+            "check-config",
+        ],
+        2,
+        "port[1].device: memif server socket",
+    );
+    let dir = std::env::temp_dir().join(format!("iwarpd-cfg-{id}"));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let big = dir.join("big.toml");
+    std::fs::write(
+        &big,
+        "[[port]]\ndevice = \"net_ring0\"\nmtu = 99999999999999999999999\n",
+    )
+    .expect("write");
+    expect_fail(
+        &["--config", big.to_str().expect("utf-8"), "check-config"],
+        2,
+        "port[0].mtu: TOML syntax",
+    );
+    let dup = dir.join("dup.toml");
+    std::fs::write(&dup, "[daemon]\nname = \"a\"\n\n[daemon]\nname = \"b\"\n").expect("write");
+    expect_fail(
+        &["--config", dup.to_str().expect("utf-8"), "check-config"],
+        2,
+        "config error: daemon: TOML syntax",
+    );
+    let _ = std::fs::remove_dir_all(&dir);
     let ok = run(&["check-config"]);
     assert!(
         ok.status.success(),
@@ -208,15 +257,44 @@ fn operator_facing_behaviour() {
         &format!("t-b-{id}"),
         &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
     );
-    std::thread::sleep(Duration::from_millis(500));
+    // The link comes up (issue 17 item 5: link state in stats, QueryPort, the log).
+    let stats_a = || text(&run(&["--name", &name_a, "stats"]));
+    let link_is = |want: &str| {
+        let end = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = stats_a();
+            if s.contains(want) {
+                return s;
+            }
+            assert!(Instant::now() < end, "no `{want}` in the stats: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    link_is("port 0: up");
     signal(&b, "-KILL");
     let _ = b.wait();
-    std::thread::sleep(Duration::from_millis(500));
+    // The survivor sees the link go down, counts it, and logs it (warn, with the time).
+    link_is("link_ups 1 link_downs 1");
+    link_is("port 0: down");
     assert!(
         a.try_wait().expect("try_wait").is_none(),
         "the server died with its memif peer"
     );
-    assert!(run(&["--name", &name_a, "stats"]).status.success());
+    // The peer comes back: up again.
+    let mut b = start(
+        &format!("t-b-{id}"),
+        &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
+    );
+    let s = link_is("port 0: up");
+    assert!(s.contains("link_ups 2 link_downs 1"), "{s}");
+    let json = text(&run(&["--name", &name_a, "stats", "--json"]));
+    assert!(
+        json.contains("\"links\":[{\"port\":0,\"link_up\":true"),
+        "{json}"
+    );
+    signal(&b, "-TERM");
+    let _ = wait_exit(&mut b, Duration::from_secs(30)).expect("the client did not stop");
+    link_is("port 0: down");
     signal(&a, "-TERM");
     let st = wait_exit(&mut a, Duration::from_secs(20)).expect("SIGTERM: the daemon did not stop");
     let o = a.wait_with_output().expect("output");
@@ -224,6 +302,11 @@ fn operator_facing_behaviour() {
     assert!(
         text(&o).contains("iterations"),
         "final counters printed at exit: {}",
+        text(&o)
+    );
+    assert!(
+        text(&o).contains("port 0: link down at 20"),
+        "link down logged with its time: {}",
         text(&o)
     );
 }
@@ -323,4 +406,232 @@ fn json_values(json: &str, key: &str) -> Vec<u64> {
         .skip(1)
         .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
         .collect()
+}
+
+/// Root, or (outside CI) skip: under `CI=true` a test that cannot run fails.
+fn need_root(what: &str) -> bool {
+    if is_root() {
+        return true;
+    }
+    assert!(
+        std::env::var("CI").as_deref() != Ok("true"),
+        "{what} needs root (DPDK) and CI=true"
+    );
+    eprintln!("not root: {what} skipped");
+    false
+}
+
+/// The files a daemon of `name` with memif server socket `memif` creates.
+fn files_of(name: &str, memif: &str) -> Vec<String> {
+    vec![
+        format!("/run/iwarpd/{name}.sock"),
+        format!("/run/iwarpd/{name}.verbs"),
+        format!("/run/iwarpd/{name}.lock"),
+        memif.to_string(),
+    ]
+}
+
+#[test]
+fn every_stop_signal_ends_in_order_and_a_killed_daemon_is_replaced() {
+    if !need_root("the signal cases") {
+        return;
+    }
+    let id = std::process::id();
+    // SIGINT, SIGTERM, SIGHUP, SIGQUIT: exit 0, final counters printed, every file gone
+    // (a memif socket with a file, socket-abstract=no, included).
+    for sig in ["INT", "TERM", "HUP", "QUIT"] {
+        let name = format!("t-sig{}-{id}", sig.to_lowercase());
+        let memif = format!("/run/iwarpd/{name}.memif");
+        let dev = format!("net_memif0,role=server,socket={memif},socket-abstract=no");
+        let mut d = start(
+            &name,
+            &[
+                "--core",
+                "0",
+                "--device",
+                &dev,
+                "--set",
+                "eal.hugepages=\"off\"",
+                "--set",
+                "control.enabled=true",
+            ],
+        );
+        for f in files_of(&name, &memif) {
+            assert!(
+                Path::new(&f).exists(),
+                "SIG{sig}: {f} missing while running"
+            );
+        }
+        signal(&d, &format!("-{sig}"));
+        let st = wait_exit(&mut d, Duration::from_secs(30))
+            .unwrap_or_else(|| panic!("SIG{sig}: the daemon did not stop"));
+        let o = d.wait_with_output().expect("output");
+        let t = text(&o);
+        assert_eq!(st.code(), Some(0), "SIG{sig}: exit {st}: {t}");
+        assert!(t.contains("iterations"), "SIG{sig}: no final counters: {t}");
+        for f in files_of(&name, &memif) {
+            assert!(!Path::new(&f).exists(), "SIG{sig}: {f} left behind: {t}");
+        }
+    }
+    // kill -9 leaves its files; the next daemon of that name removes them and runs; a
+    // third one is refused while the second runs, and leaves the second's files alone.
+    let name = format!("t-kill-{id}");
+    let memif = format!("/run/iwarpd/{name}.memif");
+    let dev = format!("net_memif0,role=server,socket={memif},socket-abstract=no");
+    let args = [
+        "--core",
+        "0",
+        "--device",
+        &dev,
+        "--set",
+        "eal.hugepages=\"off\"",
+        "--set",
+        "control.enabled=true",
+        "--set",
+        "daemon.log_level=\"info\"",
+    ];
+    let mut first = start(&name, &args);
+    signal(&first, "-KILL");
+    let _ = first.wait();
+    for f in files_of(&name, &memif) {
+        assert!(Path::new(&f).exists(), "kill -9 removed {f}?");
+    }
+    let mut second = start(&name, &args);
+    let third = run(&[&["--name", name.as_str()][..], &args[..]].concat());
+    let t3 = text(&third);
+    assert_eq!(
+        third.status.code(),
+        Some(1),
+        "a second daemon of one name: {t3}"
+    );
+    assert!(t3.contains("already in use by a running iwarpd"), "{t3}");
+    for f in files_of(&name, &memif) {
+        assert!(Path::new(&f).exists(), "the refused daemon removed {f}");
+    }
+    assert!(run(&["--name", &name, "stats"]).status.success());
+    signal(&second, "-TERM");
+    let st = wait_exit(&mut second, Duration::from_secs(30)).expect("no stop");
+    let o = second.wait_with_output().expect("output");
+    let t = text(&o);
+    assert!(st.success(), "{st}: {t}");
+    assert!(t.contains("removed the stale socket"), "{t}");
+    for f in files_of(&name, &memif) {
+        assert!(!Path::new(&f).exists(), "{f} left behind: {t}");
+    }
+}
+
+/// `"key":N` of the `"total"` object of a stats JSON (the first occurrence).
+fn total_value(json: &str, key: &str) -> Option<u64> {
+    json_values(json, key).first().copied()
+}
+
+#[test]
+fn a_dead_peers_connections_end_within_the_configured_tcp_bound() {
+    if !need_root("the dead-peer case") {
+        return;
+    }
+    let id = std::process::id();
+    let sock = format!("/run/iwarpd/t-{id}-dp.memif");
+    let name_a = format!("t-dp-a-{id}");
+    let dev_a = format!("net_memif0,role=server,socket={sock}");
+    // Timers short enough for a test: keepalive 2 s + 2 x 1 s, retransmissions 4 x at
+    // most 500 ms. The bound is about 4 s; the deadline below is generous.
+    let tcp = [
+        "--set",
+        "tcp.keepalive_idle_ms=2000",
+        "--set",
+        "tcp.keepalive_interval_ms=1000",
+        "--set",
+        "tcp.keepalive_count=2",
+        "--set",
+        "tcp.rto_ms_initial=200",
+        "--set",
+        "tcp.rto_ms_max=500",
+        "--set",
+        "tcp.max_retries=4",
+    ];
+    let mut args = vec![
+        "--config",
+        "config/examples/memif-server.toml",
+        "--core",
+        "1",
+        "--device",
+        &dev_a,
+    ];
+    args.extend_from_slice(&tcp);
+    let mut a = start(&name_a, &args);
+    let dev_b = format!("net_memif0,role=client,socket={sock}");
+    let name_b = format!("t-dp-b-{id}");
+    let mut b = iwarpd(&[
+        "--config",
+        "config/examples/memif-client.toml",
+        "--name",
+        &name_b,
+        "--core",
+        "0",
+        "--device",
+        &dev_b,
+        "--log-level",
+        "warn",
+        "loadgen",
+        "--peer",
+        "198.18.0.1:7000",
+        "--op",
+        "write",
+        "--size",
+        "4K",
+        "--qps",
+        "2",
+        "--depth",
+        "4",
+        "--seconds",
+        "120",
+        "--warmup-seconds",
+        "0",
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::null())
+    .spawn()
+    .expect("spawn the load generator");
+    let stats = || text(&run(&["--name", &name_a, "stats", "--json"]));
+    let wait_for = |what: &str, f: &dyn Fn(&str) -> bool, within: Duration| {
+        let end = Instant::now() + within;
+        loop {
+            let s = stats();
+            if f(&s) {
+                return s;
+            }
+            assert!(Instant::now() < end, "{what}: {s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait_for(
+        "the load generator's connections never came up",
+        &|s| total_value(s, "conns_live").unwrap_or(0) >= 2,
+        Duration::from_secs(60),
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    signal(&b, "-KILL");
+    let _ = b.wait();
+    let killed = Instant::now();
+    // What the killed daemon left (a restart of that name would remove it too).
+    for f in files_of(&name_b, "") {
+        let _ = std::fs::remove_file(f);
+    }
+    // Without keepalive (the old default) the receiving side's connections stayed live.
+    let s = wait_for(
+        "the dead peer's connections are still live",
+        &|s| total_value(s, "conns_live") == Some(0),
+        Duration::from_secs(60),
+    );
+    let took = killed.elapsed();
+    assert!(
+        total_value(&s, "tcp_timeouts").unwrap_or(0) >= 2,
+        "ended by the TCP timers: {s}"
+    );
+    assert!(s.contains("\"link_up\":false"), "{s}");
+    eprintln!("dead peer's connections ended {took:?} after kill -9");
+    signal(&a, "-TERM");
+    let st = wait_exit(&mut a, Duration::from_secs(30)).expect("the server did not stop");
+    assert!(st.success(), "{st}");
 }

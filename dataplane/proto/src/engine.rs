@@ -288,6 +288,27 @@ impl Engine {
         sum
     }
 
+    /// At exit, once the shutdown is over: ends the connections TCP still holds in
+    /// TIME_WAIT. Their QPs are closed already (TIME_WAIT is TCP's quarantine of a closed
+    /// connection) and a process that exits cannot keep it; each counts as closed.
+    /// Returns how many ended. Walks the table: not for the fast path.
+    pub fn end_time_wait(&mut self, now: Instant) -> usize {
+        let mut ended = 0;
+        let mut pos = 0;
+        while let Some(id) = self.conns.live_at(pos) {
+            match self.conns.get_mut(id) {
+                Some(c) if c.tcp.state() == iwarp_tcp::TcpState::TimeWait => {
+                    c.tcp.abort(now);
+                    // Removal moves another id into `pos` (swap remove).
+                    self.remove(id);
+                    ended += 1;
+                }
+                _ => pos += 1,
+            }
+        }
+        ended
+    }
+
     /// Bytes of the connection table allocated at start-up (every slot, see
     /// [`EngineConfig::conn_slot_bytes`]).
     pub fn conn_table_bytes(&self) -> usize {

@@ -1,7 +1,8 @@
 //! Orderly shutdown of a core: apps told (they close their own QPs), listeners closed,
 //! every established QP of the control plane disconnected (FIN once its SQ drained),
 //! pending connections rejected or closed; the loop runs until nothing is left (TIME_WAIT
-//! aside) or the grace period ends, then the rest is reset.
+//! aside) or the grace period ends, then the rest is reset. Connections still in
+//! TIME_WAIT at the end are ended with the process (they count as closed).
 
 use iwarp_proto::PrivateData;
 use iwarp_types::{Duration, Instant, Memory};
@@ -73,7 +74,7 @@ impl<M: Memory> Core<M> {
         let apps_idle = self.apps.iter().flatten().all(|s| s.app.is_idle());
         let conns_left = self.ports.iter().any(|p| !p.live.is_empty()) || !self.pending.is_empty();
         if apps_idle && !conns_left {
-            self.finished = true;
+            self.finish(now);
             return;
         }
         match state.aborted_at {
@@ -90,9 +91,18 @@ impl<M: Memory> Core<M> {
                 });
             }
             Some(t) if now >= t + Duration::from_millis(self.cfg.abort_linger_ms) => {
-                self.finished = true;
+                self.finish(now);
             }
             _ => {}
         }
+    }
+
+    /// The end of shutdown: connections left in TIME_WAIT (closed for their QPs) end
+    /// with the process, so the final counters show none live.
+    fn finish(&mut self, now: Instant) {
+        for p in &mut self.ports {
+            p.engine.end_time_wait(now);
+        }
+        self.finished = true;
     }
 }

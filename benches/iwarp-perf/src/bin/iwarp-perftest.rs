@@ -2,8 +2,10 @@
 //! perftest over rdma_cm) on iwarpd's verbs client library, so that the perftest tools of
 //! Linux siw can measure against iwarpd, as client or as server.
 //!
+//! ```text
 //!   iwarp-perftest TEST [-a ADDR] [-p PORT] [-s SIZE] [-n ITERS] [-r RX_DEPTH] [-t TX_DEPTH]
 //!                  [-d DAEMON] [--timeout-ms N] [SERVER]
+//! ```
 //!
 //! TEST is send_bw, write_bw, read_bw, send_lat, write_lat or read_lat. Without SERVER this
 //! side is the server (the perftest tool connects to ADDR:PORT, default 0.0.0.0:18515; give

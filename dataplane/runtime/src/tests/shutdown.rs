@@ -57,6 +57,10 @@ fn shutdown_drains_the_sq_then_closes_with_a_fin() {
     let t = s.total();
     assert_eq!(t.c.tcp_rsts_sent, 0, "graceful: no RST\n{s}");
     assert_eq!(t.c.qps_rts, 0);
+    // A closed first, so its TCP sat in TIME_WAIT: the exit ends it (issue 17 item 4:
+    // the final counters showed `conns_live 1` after every orderly shutdown).
+    assert_eq!(t.c.conns_live, 0, "every connection ended at exit\n{s}");
+    assert!(t.c.conns_closed >= 1, "{s}");
     // The WRITE's completion was produced before the close (flushed or not, the bytes
     // were acknowledged: the core polls nothing itself, so it is still in the CQ).
     let (eng, _) = tb.a.cores[0].engine_mut(0).unwrap();
