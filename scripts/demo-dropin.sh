@@ -2,7 +2,9 @@
 # Debian's unmodified RDMA tools over iwarpd (docs/DROPIN.md): two iwarpd joined by memif
 # (one dataplane core each), then through scripts/iwarp-run: ibv_devices and ibv_devinfo
 # on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
-# and 4 KiB buffers, which overlap in the heap) from daemon B to daemon A. Ends with
+# and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw
+# also with -q 4, ib_read_bw, ib_send_lat, ib_write_lat; -R, 200 iterations) from
+# daemon B to daemon A. Ends with
 # "N passed, N failed"; exits non-zero when anything failed.
 #
 #   scripts/demo-dropin.sh                # builds iwarpd and the libraries (release)
@@ -95,10 +97,44 @@ rping_pair() {
   fi
 }
 
+# perftest NAME PORT TOOL ARGS...: server on daemon A, client on daemon B (rdma_cm, -R),
+# both must exit 0 and the client print its result line.
+perftest_pair() {
+  local name=$1 port=$2; shift 2
+  echo "== $name: $* -R -n 200, client on daemon B, server on daemon A"
+  IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" \
+    > "$tmp/$name-server.log" 2>&1 &
+  local srv=$! crc=0 src=0
+  for _ in $(seq 20); do
+    sleep 0.5 # the server listens
+    crc=0
+    IWARP_VERBS_DIR=$tmp/b timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" 198.18.0.1 \
+      > "$tmp/$name-client.log" 2>&1 || crc=$?
+    # Refused: the server was not listening yet.
+    [ "$crc" -ne 0 ] && grep -q REJECTED "$tmp/$name-client.log" || break
+  done
+  wait "$srv" || src=$?
+  local result
+  result=$(grep -E '^ +[0-9]+ +[0-9]+ +[0-9]' "$tmp/$name-client.log" | tail -n 1 || true)
+  echo "$result"
+  if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ] && [ -n "$result" ]; then
+    pass "$name"
+  else
+    grep -v register_driver "$tmp/$name-client.log" "$tmp/$name-server.log" | tail -n 40
+    fail "$name (client rc=$crc, server rc=$src)"
+  fi
+}
+
 check ibv_devices ibv_devices
 check ibv_devinfo ibv_devinfo -v
 rping_pair rping 7174
 rping_pair rping-4k 7175 -S 4096
+perftest_pair ib_send_bw 18516 ib_send_bw
+perftest_pair ib_write_bw 18517 ib_write_bw
+perftest_pair ib_write_bw-q4 18518 ib_write_bw -q 4
+perftest_pair ib_read_bw 18519 ib_read_bw
+perftest_pair ib_send_lat 18520 ib_send_lat
+perftest_pair ib_write_lat 18521 ib_write_lat
 
 echo "demo-dropin: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
