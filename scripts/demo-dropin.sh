@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Debian's unmodified RDMA tools over iwarpd (docs/DROPIN.md): two iwarpd joined by memif
 # (one dataplane core each), then through scripts/iwarp-run: ibv_devices and ibv_devinfo
-# on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated) from
-# daemon B to daemon A. Exits 0 when everything passed.
+# on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
+# and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw
+# also with -q 4, ib_read_bw, ib_send_lat, ib_write_lat; -R, 200 iterations) from
+# daemon B to daemon A. Ends with
+# "N passed, N failed"; exits non-zero when anything failed.
 #
 #   scripts/demo-dropin.sh                # builds iwarpd and the libraries (release)
 #   DEMO_PROFILE=debug scripts/demo-dropin.sh   # the debug build (faster to build)
@@ -55,31 +58,83 @@ mkdir -p "$tmp/a" "$tmp/b"
 ln -s "/run/iwarpd/$a.verbs" "$tmp/a/$a.verbs"
 ln -s "/run/iwarpd/$b.verbs" "$tmp/b/$b.verbs"
 
-echo "== ibv_devices (daemon A)"
-IWARP_VERBS_DIR=$tmp/a scripts/iwarp-run ibv_devices
-echo "== ibv_devinfo (daemon A)"
-IWARP_VERBS_DIR=$tmp/a scripts/iwarp-run ibv_devinfo
-echo "== rping -C $pings -V: client on daemon B, server on daemon A"
-# Every malloc its own mapping: the client library refuses to register a buffer whose
-# pages overlap another registration without lying inside it (docs/DROPIN.md).
-export MALLOC_MMAP_THRESHOLD_=0
-IWARP_VERBS_DIR=$tmp/a timeout 120 scripts/iwarp-run rping -s -a 198.18.0.1 -p 7174 -C "$pings" -V \
-  > "$tmp/rping-server.log" 2>&1 &
-srv=$!
-ok=0
-for _ in $(seq 20); do
-  if IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run rping -c -a 198.18.0.1 -p 7174 -C "$pings" -V -v \
-    > "$tmp/rping-client.log" 2>&1; then ok=1; break; fi
-  grep -q "ping data" "$tmp/rping-client.log" && break
-  sleep 0.3 # the server was not listening yet
-done
-wait "$srv" && srv_rc=0 || srv_rc=$?
-got=$(grep -c '^ping data: rdma-ping-' "$tmp/rping-client.log" || true)
-tail -n 2 "$tmp/rping-client.log"
-if [ "$ok" -eq 1 ] && [ "$srv_rc" -eq 0 ] && [ "$got" -eq "$pings" ]; then
-  echo "demo-dropin: ok ($got pings validated)"
-else
-  echo "demo-dropin: FAILED (client ok=$ok, server rc=$srv_rc, $got/$pings pings)"
-  cat "$tmp/rping-client.log" "$tmp/rping-server.log"
-  exit 1
-fi
+passed=0; failed=0
+pass() { passed=$((passed + 1)); echo "demo-dropin: ok: $1"; }
+fail() { failed=$((failed + 1)); echo "demo-dropin: FAILED: $1"; }
+
+# check NAME CMD...: one program on daemon A, exit 0 and output kept.
+check() {
+  local name=$1; shift
+  echo "== $name (daemon A)"
+  if IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "$@" > "$tmp/$name.log" 2>&1; then
+    head -n 12 "$tmp/$name.log"; pass "$name"
+  else
+    cat "$tmp/$name.log"; fail "$name"
+  fi
+}
+
+# rping NAME PORT ARGS...: server on daemon A, client on daemon B, every ping validated.
+rping_pair() {
+  local name=$1 port=$2; shift 2
+  echo "== $name: rping -C $pings -V $*, client on daemon B, server on daemon A"
+  IWARP_VERBS_DIR=$tmp/a timeout 120 scripts/iwarp-run rping -s -a 198.18.0.1 -p "$port" \
+    -C "$pings" -V "$@" > "$tmp/$name-server.log" 2>&1 &
+  local srv=$! ok=0 srv_rc got
+  for _ in $(seq 20); do
+    if IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run rping -c -a 198.18.0.1 -p "$port" \
+      -C "$pings" -V -v "$@" > "$tmp/$name-client.log" 2>&1; then ok=1; break; fi
+    grep -q "ping data" "$tmp/$name-client.log" && break
+    sleep 0.3 # the server was not listening yet
+  done
+  wait "$srv" && srv_rc=0 || srv_rc=$?
+  got=$(grep -c '^ping data: rdma-ping-' "$tmp/$name-client.log" || true)
+  tail -n 2 "$tmp/$name-client.log" | cut -c1-120
+  if [ "$ok" -eq 1 ] && [ "$srv_rc" -eq 0 ] && [ "$got" -eq "$pings" ]; then
+    pass "$name ($got pings validated)"
+  else
+    cat "$tmp/$name-client.log" "$tmp/$name-server.log"
+    fail "$name (client ok=$ok, server rc=$srv_rc, $got/$pings pings)"
+  fi
+}
+
+# perftest NAME PORT TOOL ARGS...: server on daemon A, client on daemon B (rdma_cm, -R),
+# both must exit 0 and the client print its result line.
+perftest_pair() {
+  local name=$1 port=$2; shift 2
+  echo "== $name: $* -R -n 200, client on daemon B, server on daemon A"
+  IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" \
+    > "$tmp/$name-server.log" 2>&1 &
+  local srv=$! crc=0 src=0
+  for _ in $(seq 20); do
+    sleep 0.5 # the server listens
+    crc=0
+    IWARP_VERBS_DIR=$tmp/b timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" 198.18.0.1 \
+      > "$tmp/$name-client.log" 2>&1 || crc=$?
+    # Refused: the server was not listening yet.
+    [ "$crc" -ne 0 ] && grep -q REJECTED "$tmp/$name-client.log" || break
+  done
+  wait "$srv" || src=$?
+  local result
+  result=$(grep -E '^ +[0-9]+ +[0-9]+ +[0-9]' "$tmp/$name-client.log" | tail -n 1 || true)
+  echo "$result"
+  if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ] && [ -n "$result" ]; then
+    pass "$name"
+  else
+    grep -v register_driver "$tmp/$name-client.log" "$tmp/$name-server.log" | tail -n 40
+    fail "$name (client rc=$crc, server rc=$src)"
+  fi
+}
+
+check ibv_devices ibv_devices
+check ibv_devinfo ibv_devinfo -v
+rping_pair rping 7174
+rping_pair rping-4k 7175 -S 4096
+perftest_pair ib_send_bw 18516 ib_send_bw
+perftest_pair ib_write_bw 18517 ib_write_bw
+perftest_pair ib_write_bw-q4 18518 ib_write_bw -q 4
+perftest_pair ib_read_bw 18519 ib_read_bw
+perftest_pair ib_send_lat 18520 ib_send_lat
+perftest_pair ib_write_lat 18521 ib_write_lat
+
+echo "demo-dropin: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -139,9 +139,10 @@ fn user_memory_is_registered_in_place() {
             panic!()
         };
         assert_eq!(reg.va, ptr as u64 + 100);
-        let page_off = ptr as usize % 4096;
+        // The MR starts at `ptr + 100`, byte `reg.offset` of its arena (the arena, a
+        // window of addresses, may begin below the buffer's first page).
         *ptr.add(200) = 0xee;
-        let seen = fake.arena_bytes(reg.arena.0, page_off + 200, 1);
+        let seen = fake.arena_bytes(reg.arena.0, reg.offset as usize + 100, 1);
         assert_eq!(seen, [0xee]);
         assert!(iwv_reg_user_mr(pd, null_mut(), 10, 0x2).is_null());
         assert_eq!(iwv_last_error(), -IWV_EFAULT);

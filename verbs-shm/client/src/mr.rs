@@ -1,6 +1,7 @@
 //! Memory regions (`ibv_reg_mr`, `ibv_rereg_mr`, `ibv_dereg_mr`), fast-register MRs
 //! (`ibv_alloc_mr`) and memory windows (`ibv_alloc_mw`, `ibv_bind_mw` type 1).
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use iwarp_types::{Access, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
@@ -31,7 +32,8 @@ pub struct Mr {
     va: u64,
     access: Access,
     zero_based: bool,
-    registered: bool,
+    /// Still registered in the daemon (cleared by a deregistration it accepted).
+    registered: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for Mr {
@@ -91,29 +93,8 @@ impl Pd {
     /// stay shared (and mapped) after the MR is gone. The buffer must not be freed while
     /// the MR exists (the daemon would write into whatever reuses it).
     pub unsafe fn reg_user_mr(&self, ptr: *mut u8, len: usize, access: Access) -> Result<Mr> {
-        let ctx = &self.shared.ctx;
-        ctx.check_alive()?;
-        // SAFETY: the caller's contract is the one `remap_in_place` needs.
-        let r = unsafe { remap_in_place(ptr, len) }?;
-        let (resp, _fds) = ctx.call_fds(
-            Request::ImportArena { len: r.len as u64 },
-            &[std::os::fd::AsFd::as_fd(&*r.fd)],
-        )?;
-        let handle = match resp {
-            Response::Arena { arena, .. } => arena,
-            r => return Err(unexpected("ImportArena", &r)),
-        };
-        let offset = r.offset as u64;
-        let arena = Arc::new(ArenaShared {
-            ctx: ctx.clone(),
-            handle,
-            map: ArenaMem::User {
-                start: r.start,
-                len: r.len,
-            },
-            hugepages: false,
-            _user_pages: Some(r),
-        });
+        // SAFETY: the caller's contract is the one `import_user` needs.
+        let (arena, offset) = unsafe { import_user(&self.shared.ctx, ptr, len) }?;
         self.reg(arena, offset, len as u64, access, false)
     }
 
@@ -149,7 +130,7 @@ impl Pd {
             va,
             access,
             zero_based,
-            registered: true,
+            registered: std::sync::atomic::AtomicBool::new(true),
         })
     }
 
@@ -278,6 +259,25 @@ impl Mr {
         self.rereg_with(arena.shared.clone(), offset, len, va, access)
     }
 
+    /// Reregisters over ordinary memory (`ibv_rereg_mr` with
+    /// `IBV_REREG_MR_CHANGE_TRANSLATION`): `ptr..ptr+len`, remapped as by
+    /// [`Pd::reg_user_mr`], with `access`; same PD; the STag keeps its index and gets a
+    /// new key. On error the region is unchanged.
+    ///
+    /// # Safety
+    ///
+    /// As [`Pd::reg_user_mr`].
+    pub unsafe fn rereg_user(&mut self, ptr: *mut u8, len: usize, access: Access) -> Result<()> {
+        // SAFETY: the caller's contract.
+        let (arena, offset) = unsafe { import_user(&self.pd.ctx, ptr, len) }?;
+        let va = if self.zero_based {
+            0
+        } else {
+            arena.addr(offset)
+        };
+        self.rereg_with(arena, offset, len as u64, va, access)
+    }
+
     /// Changes only the access rights (`IBV_REREG_MR_CHANGE_ACCESS`).
     pub fn rereg_access(&mut self, access: Access) -> Result<()> {
         let arena = self.arena.clone();
@@ -319,21 +319,72 @@ impl Mr {
 
     /// Deregisters (`ibv_dereg_mr`), reporting the daemon's answer (drop does the same
     /// and ignores it).
-    pub fn dereg(mut self) -> Result<()> {
-        self.registered = false;
+    pub fn dereg(self) -> Result<()> {
+        self.registered.store(false, Ordering::Relaxed);
         expect_ok(
             self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
             "DeregMr",
         )
     }
+
+    /// Deregisters, keeping the region registered and usable if the daemon refuses
+    /// (`MwStillBound` while windows are bound to it, `ibv_dereg_mr`'s `EBUSY`). Once it
+    /// succeeded, dropping the value does nothing more; calling it again is `Ok`.
+    pub fn try_dereg(&self) -> Result<()> {
+        if !self.registered.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        expect_ok(
+            self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)))?,
+            "DeregMr",
+        )?;
+        self.registered.store(false, Ordering::Relaxed);
+        Ok(())
+    }
 }
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        if self.registered {
+        if *self.registered.get_mut() {
             let _ = self.pd.ctx.call(Request::DeregMr(StagValue(self.stag.0)));
         }
     }
+}
+
+/// Remaps the pages of `ptr..ptr+len` (`remap_in_place`) and imports their memfd into
+/// the daemon as an arena: the arena and the buffer's offset in it.
+///
+/// # Safety
+///
+/// As [`Pd::reg_user_mr`].
+unsafe fn import_user(
+    ctx: &Arc<crate::context::CtxInner>,
+    ptr: *mut u8,
+    len: usize,
+) -> Result<(Arc<ArenaShared>, u64)> {
+    ctx.check_alive()?;
+    // SAFETY: the caller's contract is the one `remap_in_place` needs.
+    let r = unsafe { remap_in_place(ptr, len) }?;
+    let (resp, _fds) = ctx.call_fds(
+        Request::ImportArena { len: r.len as u64 },
+        &[std::os::fd::AsFd::as_fd(&*r.fd)],
+    )?;
+    let handle = match resp {
+        Response::Arena { arena, .. } => arena,
+        r => return Err(unexpected("ImportArena", &r)),
+    };
+    let offset = r.offset as u64;
+    let arena = Arc::new(ArenaShared {
+        ctx: ctx.clone(),
+        handle,
+        map: ArenaMem::User {
+            start: r.start,
+            len: r.len,
+        },
+        hugepages: false,
+        _user_pages: Some(r),
+    });
+    Ok((arena, offset))
 }
 
 pub(crate) fn expect_ok(r: Response, what: &str) -> Result<()> {

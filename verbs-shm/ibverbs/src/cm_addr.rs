@@ -4,11 +4,16 @@ use std::ffi::{c_char, c_int, CStr};
 use std::net::{SocketAddr, ToSocketAddrs};
 
 use crate::cm_id::sockaddr_in;
+use crate::debug::debug;
 use crate::errno::set_errno;
 use crate::sys;
 
+/// Addresses of a name looked at (the first IPv4 one is used).
+const MAX_RESOLVED: usize = 64;
+
 /// `int rdma_getaddrinfo(const char *node, const char *service, hints, **res)`: one
-/// IPv4 address (the source with `RAI_PASSIVE`, else the destination). 0, or -1 and errno.
+/// IPv4 address (the source with `RAI_PASSIVE`, else the destination). 0, or -1 and errno
+/// (`EAFNOSUPPORT` for IPv6: an AF_INET6 hint, or a name with IPv6 addresses only).
 #[no_mangle]
 pub unsafe extern "C" fn iwarp_rdma_getaddrinfo(
     node: *const c_char,
@@ -27,12 +32,17 @@ pub unsafe extern "C" fn iwarp_rdma_getaddrinfo(
             (!service.is_null()).then(|| CStr::from_ptr(service).to_string_lossy().into_owned()),
         )
     };
-    let flags = if hints.is_null() {
-        0
+    let (flags, family) = if hints.is_null() {
+        (0, libc::AF_UNSPEC)
     } else {
         // SAFETY: the caller's hints.
-        unsafe { (*hints).ai_flags }
+        unsafe { ((*hints).ai_flags, (*hints).ai_family) }
     };
+    if family != libc::AF_UNSPEC && family != libc::AF_INET {
+        debug!("rdma_getaddrinfo: IPv4 only (iwarpd's iWARP runs over IPv4)");
+        set_errno(libc::EAFNOSUPPORT);
+        return -1;
+    }
     let passive = flags & sys::RAI_PASSIVE as c_int != 0;
     let port: u16 = match service.as_deref().map(str::parse) {
         None => 0,
@@ -43,12 +53,23 @@ pub unsafe extern "C" fn iwarp_rdma_getaddrinfo(
         }
     };
     let host = node.unwrap_or_else(|| "0.0.0.0".into());
-    let addr = (host.as_str(), port)
-        .to_socket_addrs()
-        .ok()
-        .and_then(|mut it| it.find(|a| a.is_ipv4()));
-    let Some(SocketAddr::V4(a)) = addr else {
-        set_errno(libc::EADDRNOTAVAIL);
+    let addrs: Vec<SocketAddr> = match (host.as_str(), port).to_socket_addrs() {
+        Ok(it) => it.take(MAX_RESOLVED).collect(),
+        Err(e) => {
+            debug!("rdma_getaddrinfo: {host}: {e}");
+            set_errno(libc::EADDRNOTAVAIL);
+            return -1;
+        }
+    };
+    let Some(SocketAddr::V4(a)) = addrs.iter().copied().find(SocketAddr::is_ipv4) else {
+        // Only IPv6 addresses (or none): say which.
+        let n = if addrs.is_empty() {
+            libc::EADDRNOTAVAIL
+        } else {
+            libc::EAFNOSUPPORT
+        };
+        debug!("rdma_getaddrinfo: {host}: no IPv4 address (iwarpd's iWARP runs over IPv4)");
+        set_errno(n);
         return -1;
     };
     let sin = sockaddr_in(iwarp_verbs::Addr {

@@ -5,7 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use iwarp_verbs::{Addr, CmId, ConnParam};
@@ -28,7 +28,14 @@ pub(crate) struct IwCmId {
     /// Made for a connection request (its QP is created on the request).
     passive: bool,
     addrs: Mutex<(Option<SocketAddrV4>, Option<SocketAddrV4>)>,
+    /// The CQs (each with its completion channel) `rdma_create_qp` made because the
+    /// application gave none: [`OWN_RECV_CQ`] | [`OWN_SEND_CQ`]; `rdma_destroy_qp`
+    /// destroys them.
+    own_cqs: AtomicU8,
 }
+
+const OWN_RECV_CQ: u8 = 1;
+const OWN_SEND_CQ: u8 = 2;
 
 // SAFETY: the raw pointers inside `rdma_cm_id` are the application's and only stored.
 unsafe impl Send for IwCmId {}
@@ -71,6 +78,7 @@ impl IwCmId {
             client,
             passive,
             addrs: Mutex::new((None, None)),
+            own_cqs: AtomicU8::new(0),
         });
         let mut s = chan.lock();
         if s.ids.len() >= MAX_IDS {
@@ -396,12 +404,27 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
     }
     // SAFETY: the caller's attr.
     let a = unsafe { &mut *attr };
-    if a.send_cq.is_null() || a.recv_cq.is_null() {
-        return err(
-            WHAT,
-            libc::EOPNOTSUPP,
-            "CQs made by rdma_create_qp are not supported yet",
-        );
+    if !i.id.qp.is_null() {
+        return err(WHAT, libc::EINVAL, "the id has a QP already");
+    }
+    // As librdmacm: a CQ the application did not give is made here, on its own
+    // completion channel, with one entry per WR of its queue.
+    let ctx = i.chan.ctx;
+    let mut made = 0;
+    if a.recv_cq.is_null() {
+        a.recv_cq = own_cq(ctx, a.cap.max_recv_wr, id.cast());
+        if a.recv_cq.is_null() {
+            return -1;
+        }
+        made |= OWN_RECV_CQ;
+    }
+    if a.send_cq.is_null() {
+        a.send_cq = own_cq(ctx, a.cap.max_send_wr, id.cast());
+        if a.send_cq.is_null() {
+            undo_own_cqs(a, made);
+            return -1;
+        }
+        made |= OWN_SEND_CQ;
     }
     let pd = if pd.is_null() { default_pd(i.chan) } else { pd };
     a.qp_type = sys::IBV_QPT_RC;
@@ -411,8 +434,12 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
         create_qp_with(WHAT, pd, attr, |pd, qa| pd.create_qp(qa))
     };
     if qp.is_null() {
+        let e = last_errno();
+        undo_own_cqs(a, made);
+        set_errno(e);
         return -1;
     }
+    i.own_cqs.store(made, Ordering::Relaxed);
     // SAFETY: the application's id; librdmacm fills these.
     unsafe {
         (*id).qp = qp;
@@ -425,7 +452,45 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
     0
 }
 
-/// `void rdma_destroy_qp(struct rdma_cm_id *)`.
+/// A CQ of `wrs` entries (at least 1) on a new completion channel, for `rdma_create_qp`;
+/// NULL and errno set on failure.
+fn own_cq(ctx: *mut sys::ibv_context, wrs: u32, id: *mut c_void) -> *mut sys::ibv_cq {
+    let ch = crate::cq::iwarp_ibv_create_comp_channel(ctx);
+    if ch.is_null() {
+        return std::ptr::null_mut();
+    }
+    let cqe = wrs.clamp(1, c_int::MAX as u32) as c_int;
+    let cq = crate::cq::iwarp_ibv_create_cq(ctx, cqe, id, ch, 0);
+    if cq.is_null() {
+        let e = last_errno();
+        crate::cq::iwarp_ibv_destroy_comp_channel(ch);
+        set_errno(e);
+    }
+    cq
+}
+
+/// Destroys a CQ made by [`own_cq`] and its channel.
+fn destroy_own_cq(cq: *mut sys::ibv_cq) {
+    // SAFETY: a CQ made by `own_cq`, alive (its QP is gone).
+    let ch = unsafe { (*cq).channel };
+    crate::cq::iwarp_ibv_destroy_cq(cq);
+    crate::cq::iwarp_ibv_destroy_comp_channel(ch);
+}
+
+/// Destroys the CQs `rdma_create_qp` made (`made`) and clears them from `a`.
+fn undo_own_cqs(a: &mut sys::ibv_qp_init_attr, made: u8) {
+    if made & OWN_RECV_CQ != 0 {
+        destroy_own_cq(a.recv_cq);
+        a.recv_cq = std::ptr::null_mut();
+    }
+    if made & OWN_SEND_CQ != 0 {
+        destroy_own_cq(a.send_cq);
+        a.send_cq = std::ptr::null_mut();
+    }
+}
+
+/// `void rdma_destroy_qp(struct rdma_cm_id *)`: the QP, and the CQs `rdma_create_qp`
+/// made for it.
 #[no_mangle]
 pub extern "C" fn iwarp_rdma_destroy_qp(id: *mut sys::rdma_cm_id) {
     let Ok(i) = id_of("rdma_destroy_qp", id) else {
@@ -436,6 +501,20 @@ pub extern "C" fn iwarp_rdma_destroy_qp(id: *mut sys::rdma_cm_id) {
         crate::qp::iwarp_ibv_destroy_qp(qp);
         // SAFETY: the application's id.
         unsafe { (*id).qp = std::ptr::null_mut() };
+    }
+    let made = i.own_cqs.swap(0, Ordering::Relaxed);
+    // SAFETY: the application's id; the CQs in it are the ones made for it.
+    unsafe {
+        if made & OWN_RECV_CQ != 0 {
+            destroy_own_cq((*id).recv_cq);
+            (*id).recv_cq = std::ptr::null_mut();
+            (*id).recv_cq_channel = std::ptr::null_mut();
+        }
+        if made & OWN_SEND_CQ != 0 {
+            destroy_own_cq((*id).send_cq);
+            (*id).send_cq = std::ptr::null_mut();
+            (*id).send_cq_channel = std::ptr::null_mut();
+        }
     }
 }
 
@@ -594,4 +673,11 @@ pub extern "C" fn iwarp_rdma_set_option(
     } else {
         err(WHAT, libc::ENOSYS, "IB options")
     }
+}
+
+/// The calling thread's `errno`.
+fn last_errno() -> c_int {
+    std::io::Error::last_os_error()
+        .raw_os_error()
+        .unwrap_or(libc::EIO)
 }

@@ -29,6 +29,7 @@ mod debug;
 mod device;
 mod errno;
 mod fdwrap;
+mod mw;
 mod object;
 mod ops;
 mod pd;

@@ -17,7 +17,8 @@ pub(crate) trait Wrapped: Sized {
 
 /// The object behind `p`, if it is one of ours of this kind.
 pub(crate) fn from_raw<'a, T: Wrapped>(p: *mut T::Raw) -> Option<&'a T> {
-    if p.is_null() {
+    // A misaligned pointer is not one of ours (and must not be dereferenced).
+    if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
         return None;
     }
     // SAFETY: objects of this library are `#[repr(C)]` with `Raw` first; the magic is
@@ -43,4 +44,20 @@ pub(crate) unsafe fn free<T: Wrapped>(t: &T) {
     t.magic().store(0, Ordering::Release);
     // SAFETY: the caller's contract.
     drop(unsafe { Box::from_raw(t as *const T as *mut T) });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A misaligned pointer (perftest's ib_read_lat passed one to rdma_resolve_addr) is
+    /// refused, not dereferenced (which panicked: "misaligned pointer dereference").
+    #[test]
+    fn misaligned_pointers_are_not_objects() {
+        let mut words = [0u64; 64];
+        let p = (words.as_mut_ptr() as usize + 1) as *mut crate::sys::rdma_cm_id;
+        assert!(from_raw::<crate::cm_id::IwCmId>(p).is_none());
+        let q = (words.as_mut_ptr() as usize + 1) as *mut crate::sys::ibv_pd;
+        assert!(from_raw::<crate::pd::IwPd>(q).is_none());
+    }
 }

@@ -15,4 +15,7 @@ pub(crate) fn fill(v: &mut sys::verbs_context) {
     ops.post_send = Some(crate::qp::post_send_op);
     ops.post_recv = Some(crate::qp::post_recv_op);
     ops.post_srq_recv = Some(crate::srq::post_srq_recv_op);
+    ops.alloc_mw = Some(crate::mw::alloc_mw_op);
+    ops.bind_mw = Some(crate::mw::bind_mw_op);
+    ops.dealloc_mw = Some(crate::mw::dealloc_mw_op);
 }

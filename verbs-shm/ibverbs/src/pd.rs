@@ -78,8 +78,16 @@ pub extern "C" fn iwarp_ibv_dealloc_pd(pd: *mut sys::ibv_pd) -> c_int {
 pub(crate) struct IwMr {
     pub(crate) mr: sys::ibv_mr,
     magic: AtomicU64,
-    client: Mr,
+    /// Locked by `ibv_rereg_mr` (which changes it) and the verbs that read it.
+    pub(crate) client: std::sync::Mutex<Mr>,
     pd: &'static IwPd,
+}
+
+impl IwMr {
+    /// The client's MR.
+    pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, Mr> {
+        self.client.lock().unwrap_or_else(|e| e.into_inner())
+    }
 }
 
 impl Wrapped for IwMr {
@@ -184,7 +192,7 @@ fn reg(
             rkey: client.rkey().0,
         },
         magic: AtomicU64::new(IwMr::MAGIC),
-        client,
+        client: std::sync::Mutex::new(client),
         pd: pd_ref,
     })
 }
@@ -231,10 +239,88 @@ pub extern "C" fn iwarp_ibv_dereg_mr(mr: *mut sys::ibv_mr) -> c_int {
     let Some(m) = from_raw::<IwMr>(mr) else {
         return fail_with("ibv_dereg_mr", libc::EINVAL, "not an MR of this library");
     };
+    // Refused while windows are bound to it (EBUSY): the MR stays registered and valid.
+    if let Err(e) = m.lock().try_dereg() {
+        return fail("ibv_dereg_mr", &e);
+    }
     m.pd.users.fetch_sub(1, Ordering::AcqRel);
-    // SAFETY: from into_raw; the application gives the MR up with this call. Dropping the
-    // client's Mr deregisters it in the daemon.
+    // SAFETY: from into_raw; the application gives the MR up with this call (the client's
+    // Mr is deregistered already).
     unsafe { free(m) };
+    0
+}
+
+/// `int ibv_rereg_mr(struct ibv_mr *, int flags, struct ibv_pd *, void *addr, size_t
+/// length, int access)`: new access rights and/or a new range of application memory
+/// (same PD: `IBV_REREG_MR_CHANGE_PD` to another PD is `EOPNOTSUPP`). 0, or an
+/// `IBV_REREG_MR_ERR_*` with errno set; on error the MR is unchanged.
+#[no_mangle]
+pub extern "C" fn iwarp_ibv_rereg_mr(
+    mr: *mut sys::ibv_mr,
+    flags: c_int,
+    pd: *mut sys::ibv_pd,
+    addr: *mut c_void,
+    len: usize,
+    access: c_int,
+) -> c_int {
+    const WHAT: &str = "ibv_rereg_mr";
+    const ERR_INPUT: c_int = sys::IBV_REREG_MR_ERR_INPUT as c_int;
+    const ERR_CMD: c_int = sys::IBV_REREG_MR_ERR_CMD as c_int;
+    let Some(m) = from_raw::<IwMr>(mr) else {
+        fail_with(WHAT, libc::EINVAL, "not an MR of this library");
+        return ERR_INPUT;
+    };
+    let flags = flags as u32;
+    let translation = flags & sys::IBV_REREG_MR_CHANGE_TRANSLATION != 0;
+    let known = sys::IBV_REREG_MR_CHANGE_TRANSLATION
+        | sys::IBV_REREG_MR_CHANGE_PD
+        | sys::IBV_REREG_MR_CHANGE_ACCESS;
+    if flags == 0 || flags & !known != 0 {
+        fail_with(WHAT, libc::EINVAL, "flags");
+        return ERR_INPUT;
+    }
+    if flags & sys::IBV_REREG_MR_CHANGE_PD != 0 && pd != m.mr.pd {
+        fail_with(WHAT, libc::EOPNOTSUPP, "moving an MR to another PD");
+        return ERR_CMD;
+    }
+    if translation && (addr.is_null() || len == 0) {
+        fail_with(WHAT, libc::EINVAL, "a new range of NULL or 0 bytes");
+        return ERR_INPUT;
+    }
+    let mut client = m.lock();
+    let new_access = if flags & sys::IBV_REREG_MR_CHANGE_ACCESS != 0 {
+        match access_of(access as u32) {
+            Ok(a) => a,
+            Err((n, why)) => {
+                fail_with(WHAT, n, why);
+                return ERR_INPUT;
+            }
+        }
+    } else {
+        client.access()
+    };
+    let r = if translation {
+        // SAFETY: as for ibv_reg_mr: the application's memory, allocated while the MR
+        // exists.
+        unsafe { client.rereg_user(addr.cast(), len, new_access) }
+    } else {
+        client.rereg_access(new_access)
+    };
+    if let Err(e) = r {
+        fail(WHAT, &e);
+        return ERR_CMD;
+    }
+    let key = client.lkey().0;
+    // SAFETY: the application's MR (ours); its fields are the provider's to update.
+    unsafe {
+        (*mr).lkey = key;
+        (*mr).rkey = client.rkey().0;
+        (*mr).handle = key;
+        if translation {
+            (*mr).addr = addr;
+            (*mr).length = len;
+        }
+    }
     0
 }
 

@@ -28,6 +28,75 @@ fn verbs_objects_through_rdma_cores_header() {
     );
 }
 
+/// `mw`: memory windows through the header's inline functions and the ops table
+/// (`ibv_alloc_mw` answered `EOPNOTSUPP` before).
+#[test]
+fn memory_windows_through_the_ops_table() {
+    if !can_run_daemons("memory_windows_through_the_ops_table") {
+        return;
+    }
+    let lib = lib_dir("mw");
+    let prog = compile_c("mw", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvmw");
+    let dir = temp_dir("mw");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.lines().last() == Some("ok"),
+        "mw failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
+/// `rereg`: `ibv_rereg_mr` (access, a new range of application memory, refusals that
+/// leave the MR as it was); a stub answering `EOPNOTSUPP` before.
+#[test]
+fn rereg_mr_changes_access_and_range() {
+    if !can_run_daemons("rereg_mr_changes_access_and_range") {
+        return;
+    }
+    let lib = lib_dir("rereg");
+    let prog = compile_c("rereg", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvrereg");
+    let dir = temp_dir("rereg");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.trim() == "ok",
+        "rereg failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
+/// `cm_objects`: `rdma_create_qp` without CQs makes them (one channel each), and
+/// `rdma_destroy_qp` destroys only those (it answered `EOPNOTSUPP` before).
+#[test]
+fn rdma_create_qp_makes_the_cqs_it_is_not_given() {
+    if !can_run_daemons("rdma_create_qp_makes_the_cqs_it_is_not_given") {
+        return;
+    }
+    let lib = lib_dir("cmobj");
+    let prog = compile_c("cm_objects", &lib, &["-lrdmacm"]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("cmobj");
+    let dir = temp_dir("cmobj");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &[]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.trim() == "ok",
+        "cm_objects failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
 /// Runs `rc_cm server` on daemon A and `rc_cm client` on daemon B with `mode` (empty or
 /// "badkey") and returns both outputs; panics with both and the daemons' logs unless
 /// both print "ok" and exit 0.

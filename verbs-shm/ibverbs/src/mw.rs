@@ -1,0 +1,159 @@
+//! Memory windows through the context's ops table (`ibv_alloc_mw`, `ibv_bind_mw`,
+//! `ibv_dealloc_mw` are the header's inline functions): type 1 and type 2 windows of the
+//! client library. `ibv_bind_mw` binds a type 1 window by the client's bind verb: it has
+//! taken effect when the call returns, and makes no completion.
+
+use std::ffi::c_int;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use iwarp_verbs::{Access, Mw, MwKind};
+
+use crate::errno::{fail, fail_with};
+use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::pd::{IwMr, IwPd};
+use crate::qp::IwQp;
+use crate::sys;
+
+/// A memory window.
+#[repr(C)]
+pub(crate) struct IwMw {
+    mw: sys::ibv_mw,
+    magic: AtomicU64,
+    /// The client's window (taken out by `ibv_dealloc_mw`).
+    client: Mutex<Option<Mw>>,
+    pd: &'static IwPd,
+}
+
+impl Wrapped for IwMw {
+    type Raw = sys::ibv_mw;
+    const MAGIC: u64 = 0x6977_6172_705f_6d77;
+    fn magic(&self) -> &AtomicU64 {
+        &self.magic
+    }
+}
+
+/// `ibv_context_ops::alloc_mw`.
+pub(crate) unsafe extern "C" fn alloc_mw_op(
+    pd: *mut sys::ibv_pd,
+    kind: sys::ibv_mw_type,
+) -> *mut sys::ibv_mw {
+    const WHAT: &str = "ibv_alloc_mw";
+    let Some(p) = from_raw::<IwPd>(pd) else {
+        fail_with(WHAT, libc::EINVAL, "not a PD of this library");
+        return std::ptr::null_mut();
+    };
+    let k = match kind {
+        sys::IBV_MW_TYPE_1 => MwKind::Type1,
+        sys::IBV_MW_TYPE_2 => MwKind::Type2,
+        _ => {
+            fail_with(WHAT, libc::EINVAL, "window type 1 or 2");
+            return std::ptr::null_mut();
+        }
+    };
+    let client = match p.client.alloc_mw(k) {
+        Ok(m) => m,
+        Err(e) => {
+            fail(WHAT, &e);
+            return std::ptr::null_mut();
+        }
+    };
+    p.users.fetch_add(1, Ordering::AcqRel);
+    // SAFETY: IwPd objects live until ibv_dealloc_pd, which refuses while users remain.
+    let pd_ref: &'static IwPd = unsafe { &*(p as *const IwPd) };
+    let rkey = client.rkey().0;
+    into_raw(IwMw {
+        mw: sys::ibv_mw {
+            context: p.pd.context,
+            pd,
+            rkey,
+            handle: rkey,
+            type_: kind,
+        },
+        magic: AtomicU64::new(IwMw::MAGIC),
+        client: Mutex::new(Some(client)),
+        pd: pd_ref,
+    })
+}
+
+/// `ibv_context_ops::dealloc_mw`: the daemon's answer (the window is gone either way).
+pub(crate) unsafe extern "C" fn dealloc_mw_op(mw: *mut sys::ibv_mw) -> c_int {
+    const WHAT: &str = "ibv_dealloc_mw";
+    let Some(w) = from_raw::<IwMw>(mw) else {
+        return fail_with(WHAT, libc::EINVAL, "not a window of this library");
+    };
+    w.pd.users.fetch_sub(1, Ordering::AcqRel);
+    let client = w.client.lock().unwrap_or_else(|e| e.into_inner()).take();
+    // SAFETY: from into_raw; the application gives the window up with this call.
+    unsafe { free(w) };
+    match client.map(Mw::dealloc) {
+        Some(Ok(())) | None => 0,
+        Some(Err(e)) => fail(WHAT, &e),
+    }
+}
+
+/// The rights of a window from rdma-core's flags: remote read and write only.
+fn window_access(flags: u32) -> Result<Access, &'static str> {
+    let known = sys::IBV_ACCESS_REMOTE_READ
+        | sys::IBV_ACCESS_REMOTE_WRITE
+        | sys::IBV_ACCESS_LOCAL_WRITE
+        | sys::IBV_ACCESS_ZERO_BASED;
+    if flags & !known != 0 {
+        return Err("a window grants remote read and write only");
+    }
+    // A window's rights are remote ones only (LOCAL_WRITE, which applications often
+    // pass along, means nothing for a window).
+    let mut a = Access::NONE;
+    if flags & sys::IBV_ACCESS_REMOTE_READ != 0 {
+        a |= Access::REMOTE_READ;
+    }
+    if flags & sys::IBV_ACCESS_REMOTE_WRITE != 0 {
+        a |= Access::REMOTE_WRITE;
+    }
+    Ok(a)
+}
+
+/// `ibv_context_ops::bind_mw` (type 1; the header checked the type and the PDs): binds
+/// the window to `[addr, addr + length)` of the MR; `mw->rkey` is the window's new key.
+pub(crate) unsafe extern "C" fn bind_mw_op(
+    qp: *mut sys::ibv_qp,
+    mw: *mut sys::ibv_mw,
+    bind: *mut sys::ibv_mw_bind,
+) -> c_int {
+    const WHAT: &str = "ibv_bind_mw";
+    if IwQp::from_ptr(qp).is_none() {
+        return fail_with(WHAT, libc::EINVAL, "not a QP of this library");
+    }
+    let Some(w) = from_raw::<IwMw>(mw) else {
+        return fail_with(WHAT, libc::EINVAL, "not a window of this library");
+    };
+    if bind.is_null() {
+        return fail_with(WHAT, libc::EINVAL, "NULL bind");
+    }
+    // SAFETY: the caller's bind description.
+    let info = unsafe { (*bind).bind_info };
+    let Some(m) = from_raw::<IwMr>(info.mr) else {
+        return fail_with(
+            WHAT,
+            libc::EOPNOTSUPP,
+            "unbinding (no MR) is not supported: deallocate the window",
+        );
+    };
+    let access = match window_access(info.mw_access_flags) {
+        Ok(a) => a,
+        Err(why) => return fail_with(WHAT, libc::EINVAL, why),
+    };
+    let zero_based = info.mw_access_flags & sys::IBV_ACCESS_ZERO_BASED != 0;
+    let mut guard = w.client.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = guard.as_mut() else {
+        return fail_with(WHAT, libc::EINVAL, "window deallocated");
+    };
+    match c.bind(&m.lock(), info.addr, info.length, access, zero_based) {
+        Ok(()) => {
+            // SAFETY: the application's window; librdmacm's providers update its rkey.
+            unsafe { (*mw).rkey = c.rkey().0 };
+            0
+        }
+        Err(e) => fail(WHAT, &e),
+    }
+}
