@@ -5,6 +5,7 @@ mod apps;
 mod daemon;
 mod loadgen;
 mod log;
+mod notify;
 mod ports;
 mod stats;
 mod verbs;
