@@ -6,6 +6,7 @@
 #   scripts/demo-memif.sh                 # builds iwarpd and iwarpctl (release) if needed
 #   IWARPD=/path/to/iwarpd scripts/demo-memif.sh
 #   DEMO_SECONDS=3 DEMO_QPS=4 scripts/demo-memif.sh
+#   DEMO_CONFIG=/etc/iwarpd/%s.toml.example scripts/demo-memif.sh   # installed examples
 # Needs root (DPDK). Uses hugepages if reserved (scripts/setup.sh reserves 512), else
 # --no-huge with a warning.
 set -euo pipefail
@@ -15,6 +16,7 @@ if [ -z "${IWARPD:-}" ]; then
   IWARPD=target/release/iwarpd
 fi
 secs=${DEMO_SECONDS:-1}
+conf=${DEMO_CONFIG:-config/examples/%s.toml}
 qps=${DEMO_QPS:-2}
 id=$$
 tmp=$(mktemp -d /tmp/iwarpd-demo.XXXXXX)
@@ -30,7 +32,7 @@ trap cleanup EXIT
 ncpu=$(nproc)
 srv_cpu=$(( ncpu > 1 ? 1 : 0 )); cli_cpu=0
 
-"$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core "$srv_cpu" \
+"$IWARPD" --config "$(printf "$conf" memif-server)" --name "$srv_name" --core "$srv_cpu" \
   --device "net_memif0,role=server,socket=$sock" "${common[@]}" --log-level warn \
   --capture "$tmp/server.pcap" --set capture.snaplen=256 \
   > "$tmp/server.out" 2> "$tmp/server.err" &
@@ -47,7 +49,7 @@ for op in write read send; do
   for size in 64 65536; do
     out=$tmp/$op-$size
     set +e
-    timeout 120 "$IWARPD" --config config/examples/memif-client.toml --name "$cli_name" --core "$cli_cpu" \
+    timeout 120 "$IWARPD" --config "$(printf "$conf" memif-client)" --name "$cli_name" --core "$cli_cpu" \
       --device "net_memif0,role=client,socket=$sock" "${common[@]}" --log-level warn \
       loadgen --peer 198.18.0.1:7000 --op "$op" --size "$size" --qps "$qps" --depth 8 \
       --seconds "$secs" --warmup-seconds 0 --verify --json "$out.json" > "$out.txt" 2> "$out.err"

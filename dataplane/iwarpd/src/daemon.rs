@@ -309,6 +309,10 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         cpus,
         memory_text(&memory)
     );
+    let service = crate::notify::Service::ready(
+        &format!("running: {n} dataplane core(s)"),
+        cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
+    );
     let mut client = match (client_spec, &loadgen) {
         (Some((spec, per_core)), Some(a)) => Some(ClientRun::new(spec, per_core, a.json.clone())),
         _ => None,
@@ -380,6 +384,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     // Orderly shutdown: the control thread tells its clients and tears them down while
     // the cores still run; then the cores see the flag, close their QPs (FIN) within the
     // grace period, and return their final counters.
+    service.stopping();
     control_stop.store(true, Ordering::Relaxed);
     if let Some(t) = control_thread {
         if t.join().is_err() {

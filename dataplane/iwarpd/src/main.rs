@@ -8,6 +8,7 @@ mod loadgen;
 mod lock;
 mod log;
 mod metrics;
+mod notify;
 mod ports;
 mod stats;
 mod verbs;
