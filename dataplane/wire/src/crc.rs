@@ -24,7 +24,7 @@ pub const MPA_CRC_LEN: usize = 4;
 /// What the CRC field holds when CRC was not negotiated.
 pub const NO_CRC: [u8; MPA_CRC_LEN] = [0; MPA_CRC_LEN];
 
-/// Longest buffer [`crc32c`] hands to `crc-fast` (its short-buffer path).
+/// Longest buffer [`crc32c()`] hands to `crc-fast` (its short-buffer path).
 pub const CRC_FAST_MAX_LEN: usize = 256;
 
 /// CRC32c of one slice.

@@ -1,5 +1,5 @@
 //! RDMAP (RFC 5040 section 4): opcodes, the RDMA Read Request header
-//! ([`read_request`]), the Terminate header ([`terminate`]), and a whole-segment parser
+//! (`read_request`), the Terminate header (`terminate`), and a whole-segment parser
 //! ([`Segment`]) that combines them with the DDP header of [`crate::ddp`].
 //!
 //! Opcodes and their DDP use (RFC 5040 figure 4): Write and Read Response are tagged; the

@@ -1,8 +1,8 @@
 //! Queue pairs: send and receive queues, the RDMA Read queues (ORQ bounded by ORD, IRQ
 //! bounded by IRD), the DDP receive contexts, the five verbs states and the Terminate.
 //!
-//! A [`Qp`] never touches the PD/CQ/SRQ/memory tables itself: every call that needs them
-//! receives a [`Ctx`](crate::ctx::Ctx) built by the [`Rnic`](crate::Rnic) from its tables.
+//! A `Qp` never touches the PD/CQ/SRQ/memory tables itself: every call that needs them
+//! receives a `Ctx` (`crate::ctx`) built by the [`Rnic`](crate::Rnic) from its tables.
 //!
 //! File split (siw-like): `sq` (send queue and retirement), `tx` (outbound segments),
 //! `rx` (inbound dispatch, Sends, Writes), `rx_read` (Read Requests and Responses),

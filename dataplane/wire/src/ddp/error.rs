@@ -14,14 +14,14 @@ pub enum DdpError {
     /// Shorter than the header its T flag announces (or than the RDMAP header its opcode
     /// requires).
     Truncated,
-    /// DV is not [`DDP_VERSION`]; `tagged` is the segment's T flag.
+    /// DV is not [`DDP_VERSION`](crate::ddp::DDP_VERSION); `tagged` is the segment's T flag.
     DdpVersion {
         /// The T flag of the refused segment.
         tagged: bool,
         /// The version found.
         version: u8,
     },
-    /// RV is not [`RDMAP_VERSION`].
+    /// RV is not [`RDMAP_VERSION`](crate::ddp::RDMAP_VERSION).
     RdmapVersion {
         /// The version found.
         version: u8,
