@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Runs every test of the project. Inside cargo test: unit tests, simulator scenarios, the
+# Runs every test of the project. First formatting, clippy and rustdoc, strict. Inside
+# cargo test: unit tests, simulator scenarios, the
 # randomized simulation suite, fuzz corpus replay, the capture test vectors, the DPDK port
 # tests, the daemon's operator-facing and signal tests, the memif demo, the Linux-peer test
 # over a veth, the shared-memory verbs tests (client processes on two daemons, admission
@@ -27,6 +28,11 @@ stage() { # name command...
 }
 cargo build --workspace --all-targets || exit 1
 mkdir -p target
+# Hygiene: formatting, lints (the crates' undocumented_unsafe_blocks = "deny" is a clippy
+# lint) and the documentation build, each as strict as a reviewer.
+stage "fmt" cargo fmt --all --check
+stage "clippy" cargo clippy --workspace --all-targets -- -D warnings
+stage "doc" env RUSTDOCFLAGS=-Dwarnings cargo doc --workspace --no-deps
 stage "cargo test" bash -o pipefail -c 'cargo test --workspace --no-fail-fast 2>&1 | tee target/test-all.log'
 stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
 # Restart after kill -9, traffic, SIGINT (issue 17 item 4): 100 tries by hand

@@ -342,6 +342,16 @@ pub(crate) fn parse_term_code(ulpdu: &[u8]) -> TermCode {
     }
 }
 
+/// A whole zero-length RDMA Write (tagged, last segment, no payload).
+fn is_empty_write(ulpdu: &[u8]) -> bool {
+    Segment::parse(ulpdu).is_ok_and(|seg| {
+        seg.header.opcode == Opcode::Write
+            && seg.header.last
+            && matches!(seg.header.model, Model::Tagged { .. })
+            && matches!(seg.body, Body::Payload(p) if p.is_empty())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,14 +369,4 @@ mod tests {
         assert_eq!(parse_term_code(&t[..20]), TermCode::RDMAP_OP_UNSPECIFIED);
         assert_eq!(parse_term_code(&hdr), TermCode::RDMAP_OP_UNSPECIFIED);
     }
-}
-
-/// A whole zero-length RDMA Write (tagged, last segment, no payload).
-fn is_empty_write(ulpdu: &[u8]) -> bool {
-    Segment::parse(ulpdu).is_ok_and(|seg| {
-        seg.header.opcode == Opcode::Write
-            && seg.header.last
-            && matches!(seg.header.model, Model::Tagged { .. })
-            && matches!(seg.body, Body::Payload(p) if p.is_empty())
-    })
 }
