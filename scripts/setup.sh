@@ -18,6 +18,15 @@ if [ -z "$rust_have" ] || [ "$(printf '%s\n%s\n' "$rust_min" "$rust_have" | sort
   fi
   exit 1
 fi
+# The test command's hygiene stages need rustfmt and clippy.
+if ! cargo fmt --version >/dev/null 2>&1 || ! cargo clippy --version >/dev/null 2>&1; then
+  if command -v rustup >/dev/null 2>&1; then
+    rustup component add rustfmt clippy
+  else
+    echo "setup: cargo fmt / cargo clippy are missing (install rustfmt and clippy for this toolchain)" >&2
+    exit 1
+  fi
+fi
 
 need=()
 command -v tshark >/dev/null 2>&1 || need+=(tshark)
