@@ -52,8 +52,23 @@ pub enum Command {
     Cqs(ObjectFilter),
     /// Memory regions and windows (of every client, or of --client ID).
     Mrs(ObjectFilter),
-    /// Dataplane counters, per core and summed.
-    Counters,
+    /// Dataplane counters, per core and summed; with --watch, what changed every interval.
+    Counters(CounterArgs),
+}
+
+/// Options of `counters`.
+#[derive(Debug, clap::Args, PartialEq, Eq, Clone, Copy, Default)]
+pub struct CounterArgs {
+    /// Read the counters every SECONDS and print, for each counter that moved, its value,
+    /// the change since the last reading and the rate per second (with --json, one JSON
+    /// object per line). Ends after --count readings, or on SIGINT.
+    #[arg(long, value_name = "SECONDS",
+          value_parser = clap::value_parser!(u32).range(1..=3600))]
+    pub watch: Option<u32>,
+    /// With --watch: stop after this many intervals (default: until interrupted).
+    #[arg(long, value_name = "N", requires = "watch",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub count: Option<u32>,
 }
 
 /// Which client's objects.
@@ -125,7 +140,10 @@ mod tests {
             Command::Mrs(ObjectFilter { client: None }).object_kinds(),
             Some(&["mr", "mw"][..])
         );
-        assert_eq!(Command::Counters.object_kinds(), None);
+        assert_eq!(
+            Command::Counters(CounterArgs::default()).object_kinds(),
+            None
+        );
         for v in ["status", "clients", "qps", "cqs", "mrs", "counters"] {
             assert!(parse(&[v]).is_ok(), "{v}");
         }
@@ -139,5 +157,24 @@ mod tests {
         assert!(parse(&["qps", "--client", "x"]).is_err());
         assert!(parse(&["status", "--timeout-ms", "0"]).is_err());
         assert!(parse(&["status", "--client", "1"]).is_err());
+        assert!(parse(&["counters", "--watch", "0"]).is_err());
+        assert!(
+            parse(&["counters", "--count", "3"]).is_err(),
+            "--count needs --watch"
+        );
+        assert!(parse(&["status", "--watch", "1"]).is_err());
+    }
+
+    #[test]
+    fn counters_watch() {
+        let c = parse(&["counters", "--watch", "2", "--count", "5", "--json"]).unwrap();
+        assert_eq!(
+            c.command,
+            Command::Counters(CounterArgs {
+                watch: Some(2),
+                count: Some(5)
+            })
+        );
+        assert!(c.json);
     }
 }

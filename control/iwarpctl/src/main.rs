@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! iwarpctl [--name NAME | --socket PATH] status|clients|qps|cqs|mrs|counters [--json]
+//! iwarpctl [...] counters --watch SECONDS [--count N] [--json]
 //! ```
 //!
 //! Exit codes: 0 success; 1 the daemon refused or failed the request; 2 usage error;
@@ -21,7 +22,7 @@ use std::time::Duration;
 use clap::Parser;
 use iwarp_verbs_proto::{AdminRequest, AdminResponse};
 
-use cli::{Cli, Command};
+use cli::{Cli, Command, CounterArgs};
 use conn::{AdminSession, CtlError};
 
 /// What a command prints: the text for a terminal, or a JSON document.
@@ -53,7 +54,7 @@ fn request(cmd: Command) -> AdminRequest {
         Command::Status => AdminRequest::Status,
         Command::Clients => AdminRequest::Clients,
         Command::Qps(f) | Command::Cqs(f) | Command::Mrs(f) => AdminRequest::Objects(f.client),
-        Command::Counters => AdminRequest::Counters,
+        Command::Counters(_) => AdminRequest::Counters,
     }
 }
 
@@ -76,6 +77,13 @@ fn run(cli: &Cli) -> Result<String, CtlError> {
         Duration::from_millis(cli.timeout_ms),
     )?;
     let req = request(cli.command);
+    if let Command::Counters(CounterArgs {
+        watch: Some(secs),
+        count,
+    }) = cli.command
+    {
+        return watch(cli, &mut session, secs, count);
+    }
     let answer = session.admin(req.clone())?;
     if !check_kind(&req, &answer) {
         return Err(CtlError::Comm(format!(
@@ -83,6 +91,66 @@ fn run(cli: &Cli) -> Result<String, CtlError> {
         )));
     }
     output(cli, answer)
+}
+
+/// The counters of the whole daemon (the summed set), read once.
+fn read_counters(
+    session: &mut AdminSession,
+    label: &str,
+) -> Result<Vec<iwarp_verbs_proto::CounterSet>, CtlError> {
+    match session.admin(AdminRequest::Counters)? {
+        AdminResponse::Counters(c) => Ok(c),
+        _ => Err(CtlError::Comm(format!(
+            "{label} answered Counters with another kind of answer"
+        ))),
+    }
+}
+
+/// `counters --watch SECONDS [--count N]`: one reading every interval, printed as it
+/// comes (what moved since the last reading, and its rate), like `iperf3`'s intervals.
+fn watch(
+    cli: &Cli,
+    session: &mut AdminSession,
+    secs: u32,
+    count: Option<u32>,
+) -> Result<String, CtlError> {
+    use std::io::Write;
+    let label = cli.daemon_label();
+    let start = std::time::Instant::now();
+    let mut prev = read_counters(session, &label)?;
+    let mut prev_at = start;
+    let mut done = 0u32;
+    // Bounded by --count; without it the operator ends it (SIGINT).
+    while count.is_none_or(|n| done < n) {
+        std::thread::sleep(Duration::from_secs(u64::from(secs)));
+        let cur = read_counters(session, &label)?;
+        let now = std::time::Instant::now();
+        let interval = render::Interval {
+            since_start_s: now.duration_since(start).as_secs_f64(),
+            length_s: now.duration_since(prev_at).as_secs_f64(),
+        };
+        let text = if cli.json {
+            let mut s = serde_json::to_string(&render::counters_delta_json(&prev, &cur, interval))
+                .unwrap_or_default();
+            s.push('\n');
+            s
+        } else {
+            render::counters_delta_text(&prev, &cur, interval)
+        };
+        let mut out = std::io::stdout().lock();
+        // A closed stdout (a pager quit) ends the watch.
+        if out
+            .write_all(text.as_bytes())
+            .and_then(|()| out.flush())
+            .is_err()
+        {
+            break;
+        }
+        prev = cur;
+        prev_at = now;
+        done += 1;
+    }
+    Ok(String::new())
 }
 
 fn main() -> ExitCode {
@@ -124,6 +192,10 @@ mod tests {
         );
         assert_eq!(request(cli(&["cqs"]).command), AdminRequest::Objects(None));
         assert_eq!(request(cli(&["counters"]).command), AdminRequest::Counters);
+        assert_eq!(
+            request(cli(&["counters", "--watch", "1"]).command),
+            AdminRequest::Counters
+        );
         assert!(check_kind(
             &AdminRequest::Counters,
             &AdminResponse::Counters(vec![])

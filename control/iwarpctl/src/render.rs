@@ -243,6 +243,98 @@ pub fn objects_json(o: &[ObjectInfo], kinds: &[&str]) -> Value {
     )
 }
 
+/// One interval of `counters --watch`.
+#[derive(Debug, Clone, Copy)]
+pub struct Interval {
+    /// Seconds from the first reading to this one.
+    pub since_start_s: f64,
+    /// Seconds since the previous reading.
+    pub length_s: f64,
+}
+
+/// The summed counters of a reading (the set without a core), as (name, value).
+fn total(sets: &[CounterSet]) -> &[(String, u64)] {
+    sets.iter()
+        .find(|s| s.core.is_none())
+        .map_or(&[], |s| s.values.as_slice())
+}
+
+/// The counters that moved between two readings: name, value now, change (a gauge may go
+/// down), change per second.
+fn moved(prev: &[CounterSet], cur: &[CounterSet], length_s: f64) -> Vec<(String, u64, i128, f64)> {
+    let before = total(prev);
+    total(cur)
+        .iter()
+        .filter_map(|(name, now)| {
+            let was = before
+                .iter()
+                .find(|(n, _)| n == name)
+                .map_or(0, |(_, v)| *v);
+            let delta = i128::from(*now) - i128::from(was);
+            let rate = if length_s > 0.0 {
+                delta as f64 / length_s
+            } else {
+                0.0
+            };
+            (delta != 0).then(|| (name.clone(), *now, delta, rate))
+        })
+        .collect()
+}
+
+/// One interval of `counters --watch` for a terminal: a time line, then a table of the
+/// summed counters that moved (value, change, per second).
+pub fn counters_delta_text(prev: &[CounterSet], cur: &[CounterSet], i: Interval) -> String {
+    let rows = moved(prev, cur, i.length_s);
+    let mut s = format!(
+        "[{:>8.1} s] {} counter(s) moved in {:.1} s\n",
+        i.since_start_s,
+        rows.len(),
+        i.length_s
+    );
+    if !rows.is_empty() {
+        let mut t = Table::new(&["COUNTER", "VALUE", "CHANGE", "PER_S"]);
+        for (name, now, delta, rate) in rows {
+            t.row(vec![
+                name,
+                now.to_string(),
+                format!("{delta:+}"),
+                format!("{rate:.1}"),
+            ]);
+        }
+        s.push_str(&t.render());
+    }
+    s
+}
+
+/// One interval of `counters --watch --json`: one object (printed on one line).
+pub fn counters_delta_json(prev: &[CounterSet], cur: &[CounterSet], i: Interval) -> Value {
+    let rows = moved(prev, cur, i.length_s);
+    let total: Map<String, Value> = total(cur)
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::from(*v)))
+        .collect();
+    let change: Map<String, Value> = rows
+        .iter()
+        .map(|(k, _, d, _)| {
+            (
+                k.clone(),
+                Value::from(i64::try_from(*d).unwrap_or(i64::MAX)),
+            )
+        })
+        .collect();
+    let per_s: Map<String, Value> = rows
+        .iter()
+        .map(|(k, _, _, r)| (k.clone(), json!(r)))
+        .collect();
+    json!({
+        "t_s": i.since_start_s,
+        "interval_s": i.length_s,
+        "total": total,
+        "change": change,
+        "per_s": per_s,
+    })
+}
+
 /// `iwarpctl counters --json`: `{"cores": [{"core": 0, "values": {..}}, ..], "total": {..}}`.
 pub fn counters_json(sets: &[CounterSet]) -> Value {
     let values = |s: &CounterSet| -> Map<String, Value> {
@@ -266,6 +358,54 @@ pub fn counters_json(sets: &[CounterSet]) -> Value {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn counters_watch_shows_what_moved_and_its_rate() {
+        let set = |core, vals: &[(&str, u64)]| CounterSet {
+            core,
+            values: vals.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        };
+        let prev = vec![
+            set(Some(0), &[("rx_frames", 10)]),
+            set(None, &[("rx_frames", 10), ("conns_live", 3), ("drops", 5)]),
+        ];
+        let cur = vec![
+            set(Some(0), &[("rx_frames", 30)]),
+            set(
+                None,
+                &[
+                    ("rx_frames", 30),
+                    ("conns_live", 1),
+                    ("drops", 5),
+                    ("new", 4),
+                ],
+            ),
+        ];
+        let i = Interval {
+            since_start_s: 4.0,
+            length_s: 2.0,
+        };
+        let t = counters_delta_text(&prev, &cur, i);
+        assert!(
+            t.starts_with("[     4.0 s] 3 counter(s) moved in 2.0 s"),
+            "{t}"
+        );
+        assert!(
+            t.contains("rx_frames") && t.contains("+20") && t.contains("10.0"),
+            "{t}"
+        );
+        assert!(t.contains("conns_live") && t.contains("-2"), "{t}");
+        assert!(!t.contains("drops"), "unchanged counters are left out: {t}");
+        let j = counters_delta_json(&prev, &cur, i);
+        assert_eq!(j["change"]["rx_frames"], 20);
+        assert_eq!(j["change"]["conns_live"], -2);
+        assert_eq!(j["change"]["new"], 4);
+        assert_eq!(j["per_s"]["rx_frames"], 10.0);
+        assert_eq!(j["total"]["drops"], 5);
+        assert!(j["change"].get("drops").is_none());
+        let none = counters_delta_text(&cur, &cur, i);
+        assert_eq!(none, "[     4.0 s] 0 counter(s) moved in 2.0 s\n");
+    }
 
     #[test]
     fn units() {
