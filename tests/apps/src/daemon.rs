@@ -81,13 +81,15 @@ impl Daemon {
         }
     }
 
-    /// The files a daemon of this name leaves when it is killed: its verbs socket and
-    /// its stats socket (`/run/iwarpd/<name>.sock`). The memif socket of the examples is
-    /// abstract (no file).
-    fn socket_files(&self) -> [PathBuf; 2] {
+    /// The files a daemon of this name leaves when it is killed: its verbs socket, its
+    /// stats socket (`/run/iwarpd/<name>.sock`) and its name lock (`<name>.lock`). The
+    /// memif socket of the examples is abstract (no file).
+    fn socket_files(&self) -> [PathBuf; 3] {
+        let dir = Path::new(iwarp_verbs_proto::DEFAULT_SOCKET_DIR);
         [
             self.socket.clone(),
-            Path::new(iwarp_verbs_proto::DEFAULT_SOCKET_DIR).join(format!("{}.sock", self.name)),
+            dir.join(format!("{}.sock", self.name)),
+            dir.join(format!("{}.lock", self.name)),
         ]
     }
 
