@@ -422,6 +422,36 @@ fn gid_of(c: &IwContext, port_num: u32) -> Option<[u8; 16]> {
     Some(g)
 }
 
+/// The per-port entry queries (GID, GID type, P_Key): each port has one entry, at index
+/// 0. Writes `value(gid)` to `*out`: 0, or -1 and errno (`EINVAL`: no such port or index,
+/// or a NULL output).
+fn port_entry<T>(
+    what: &str,
+    ctx: *mut sys::ibv_context,
+    port_num: u32,
+    index: i64,
+    out: *mut T,
+    value: impl FnOnce([u8; 16]) -> T,
+) -> c_int {
+    with_ctx(
+        what,
+        ctx,
+        |c| match (gid_of(c, port_num), index, out.is_null()) {
+            (Some(g), 0, false) => {
+                // SAFETY: `out` is not NULL and, by the verb's contract (its man page),
+                // points to the caller's object of the type the header declares for it.
+                unsafe { out.write(value(g)) };
+                0
+            }
+            _ => {
+                fail_with(what, libc::EINVAL, "no such port or index");
+                -1
+            }
+        },
+        -1,
+    )
+}
+
 /// `int ibv_query_gid(ctx, port_num, index, union ibv_gid *gid)`: 0, or -1 and errno.
 #[no_mangle]
 pub unsafe extern "C" fn iwarp_ibv_query_gid(
@@ -430,21 +460,13 @@ pub unsafe extern "C" fn iwarp_ibv_query_gid(
     index: c_int,
     gid: *mut sys::ibv_gid,
 ) -> c_int {
-    with_ctx(
+    port_entry(
         "ibv_query_gid",
         ctx,
-        |c| match (gid_of(c, port_num.into()), index, gid.is_null()) {
-            (Some(g), 0, false) => {
-                // SAFETY: gid points to a union ibv_gid (16 bytes).
-                unsafe { (*gid).raw = g };
-                0
-            }
-            _ => {
-                fail_with("ibv_query_gid", libc::EINVAL, "no such port or GID index");
-                -1
-            }
-        },
-        -1,
+        port_num.into(),
+        index.into(),
+        gid,
+        |g| sys::ibv_gid { raw: g },
     )
 }
 
@@ -496,25 +518,13 @@ pub unsafe extern "C" fn iwarp_ibv_query_gid_type(
     index: u32,
     ty: *mut c_int,
 ) -> c_int {
-    with_ctx(
+    port_entry(
         "ibv_query_gid_type",
         ctx,
-        |c| match (gid_of(c, port_num.into()), index, ty.is_null()) {
-            (Some(_), 0, false) => {
-                // SAFETY: ty points to the caller's enum (an int).
-                unsafe { *ty = 0 };
-                0
-            }
-            _ => {
-                fail_with(
-                    "ibv_query_gid_type",
-                    libc::EINVAL,
-                    "no such port or GID index",
-                );
-                -1
-            }
-        },
-        -1,
+        port_num.into(),
+        index.into(),
+        ty,
+        |_| 0,
     )
 }
 
@@ -527,25 +537,13 @@ pub unsafe extern "C" fn iwarp_ibv_query_pkey(
     index: c_int,
     pkey: *mut u16,
 ) -> c_int {
-    with_ctx(
+    port_entry(
         "ibv_query_pkey",
         ctx,
-        |c| match (gid_of(c, port_num.into()), index, pkey.is_null()) {
-            (Some(_), 0, false) => {
-                // SAFETY: pkey points to a __be16.
-                unsafe { *pkey = 0xffff };
-                0
-            }
-            _ => {
-                fail_with(
-                    "ibv_query_pkey",
-                    libc::EINVAL,
-                    "no such port or P_Key index",
-                );
-                -1
-            }
-        },
-        -1,
+        port_num.into(),
+        index.into(),
+        pkey,
+        |_| 0xffff,
     )
 }
 

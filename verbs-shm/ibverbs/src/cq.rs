@@ -181,6 +181,12 @@ impl Wrapped for IwCq {
     }
 }
 
+impl crate::object::Counted for IwCq {
+    fn users(&self) -> &AtomicU32 {
+        &self.users
+    }
+}
+
 /// `struct ibv_cq *ibv_create_cq(ctx, int cqe, void *cq_context, channel, int comp_vector)`.
 #[no_mangle]
 pub extern "C" fn iwarp_ibv_create_cq(

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use iwarp_verbs::{Access, Mw, MwKind};
 
 use crate::errno::{fail, fail_with};
-use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::object::{free, from_raw, hold, into_raw, Wrapped};
 use crate::pd::{IwMr, IwPd};
 use crate::qp::IwQp;
 use crate::sys;
@@ -58,9 +58,7 @@ pub(crate) unsafe extern "C" fn alloc_mw_op(
             return std::ptr::null_mut();
         }
     };
-    p.users.fetch_add(1, Ordering::AcqRel);
-    // SAFETY: IwPd objects live until ibv_dealloc_pd, which refuses while users remain.
-    let pd_ref: &'static IwPd = unsafe { &*(p as *const IwPd) };
+    let pd_ref = hold(p);
     let rkey = client.rkey().0;
     into_raw(IwMw {
         mw: sys::ibv_mw {

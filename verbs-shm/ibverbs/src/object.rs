@@ -3,7 +3,7 @@
 //! so `*mut ibv_pd` is a `*mut IwPd` after checking the magic (a pointer from elsewhere
 //! is refused with `EINVAL`, not followed further than the magic).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// An object whose first field is rdma-core's structure `Raw`.
 pub(crate) trait Wrapped: Sized {
@@ -26,6 +26,23 @@ pub(crate) fn from_raw<'a, T: Wrapped>(p: *mut T::Raw) -> Option<&'a T> {
     // does not detect at all; here it is read up to the magic.
     let t = unsafe { &*(p as *const T) };
     (t.magic().load(Ordering::Acquire) == T::MAGIC).then_some(t)
+}
+
+/// An object others hold on to (a PD by its MRs, MWs, QPs and SRQs; a CQ or SRQ by its
+/// QPs): its destroy verb refuses with `EBUSY` while `users` is not zero.
+pub(crate) trait Counted: Wrapped {
+    /// Objects created from this one and not yet destroyed.
+    fn users(&self) -> &AtomicU32;
+}
+
+/// Counts one more user of `t` and hands back a reference the new object keeps (and
+/// gives back with `users().fetch_sub` when it is destroyed).
+pub(crate) fn hold<T: Counted>(t: &T) -> &'static T {
+    t.users().fetch_add(1, Ordering::AcqRel);
+    // SAFETY: `t` was made by `into_raw` (found by `from_raw`) and is freed only by its
+    // destroy verb, which refuses while `users` is not zero: the count just taken keeps
+    // it alive until the holder gives it back.
+    unsafe { &*(t as *const T) }
 }
 
 /// Moves an object to the heap and hands out its raw part.

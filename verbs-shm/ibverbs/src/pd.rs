@@ -10,7 +10,7 @@ use iwarp_verbs::{Access, Mr, Pd};
 
 use crate::context::IwContext;
 use crate::errno::{fail, fail_with};
-use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::object::{free, from_raw, hold, into_raw, Wrapped};
 use crate::sys;
 
 /// A protection domain.
@@ -28,6 +28,12 @@ impl Wrapped for IwPd {
     const MAGIC: u64 = 0x6977_6172_705f_7064;
     fn magic(&self) -> &AtomicU64 {
         &self.magic
+    }
+}
+
+impl crate::object::Counted for IwPd {
+    fn users(&self) -> &AtomicU32 {
+        &self.users
     }
 }
 
@@ -177,9 +183,7 @@ fn reg(
             return std::ptr::null_mut();
         }
     };
-    p.users.fetch_add(1, Ordering::AcqRel);
-    // SAFETY: IwPd objects live until ibv_dealloc_pd, which refuses while users remain.
-    let pd_ref: &'static IwPd = unsafe { &*(p as *const IwPd) };
+    let pd_ref = hold(p);
     let key = client.lkey().0;
     into_raw(IwMr {
         mr: sys::ibv_mr {

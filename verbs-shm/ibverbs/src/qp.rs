@@ -18,7 +18,7 @@ use iwarp_verbs::{
 
 use crate::cq::IwCq;
 use crate::errno::{errno_of, fail, fail_with};
-use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::object::{free, from_raw, hold, into_raw, Wrapped};
 use crate::pd::IwPd;
 use crate::srq::IwSrq;
 use crate::sys;
@@ -145,21 +145,9 @@ pub(crate) fn create_qp_with(
     a.cap.max_send_sge = got.max_send_sge;
     a.cap.max_recv_sge = got.max_recv_sge;
     a.cap.max_inline_data = 0;
-    p.users.fetch_add(1, Ordering::AcqRel);
-    scq.users.fetch_add(1, Ordering::AcqRel);
-    rcq.users.fetch_add(1, Ordering::AcqRel);
-    if let Some(s) = srq {
-        s.users.fetch_add(1, Ordering::AcqRel);
-    }
+    let (pd_ref, scq_ref, rcq_ref) = (hold(p), hold(scq), hold(rcq));
+    let srq_ref = srq.map(hold);
     let qp_num = client.qp_num();
-    // SAFETY: PDs and CQs live until their destroy verbs, which refuse while QPs use them.
-    let (pd_ref, scq_ref, rcq_ref): (&'static IwPd, &'static IwCq, &'static IwCq) = unsafe {
-        (
-            &*(p as *const IwPd),
-            &*(scq as *const IwCq),
-            &*(rcq as *const IwCq),
-        )
-    };
     let p_qp = into_raw(IwQp {
         qp: sys::ibv_qp {
             context: p.pd.context,
@@ -179,7 +167,7 @@ pub(crate) fn create_qp_with(
         pd: pd_ref,
         send_cq: scq_ref,
         recv_cq: rcq_ref,
-        srq,
+        srq: srq_ref,
         idle_state: AtomicU32::new(sys::IBV_QPS_RESET),
         sq_sig_all: a.sq_sig_all != 0,
     });

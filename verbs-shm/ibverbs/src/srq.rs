@@ -9,7 +9,7 @@ use iwarp_verbs::{RecvWr, Srq, SrqInitAttr};
 
 use crate::context::{IwContext, ObjKind};
 use crate::errno::{errno_of, fail, fail_with};
-use crate::object::{free, from_raw, into_raw, Wrapped};
+use crate::object::{free, from_raw, hold, into_raw, Wrapped};
 use crate::pd::IwPd;
 use crate::sys;
 
@@ -30,6 +30,12 @@ impl Wrapped for IwSrq {
     const MAGIC: u64 = 0x6977_6172_705f_7372;
     fn magic(&self) -> &AtomicU64 {
         &self.magic
+    }
+}
+
+impl crate::object::Counted for IwSrq {
+    fn users(&self) -> &AtomicU32 {
+        &self.users
     }
 }
 
@@ -65,9 +71,7 @@ pub unsafe extern "C" fn iwarp_ibv_create_srq(
     a.attr.max_wr = client.max_wr();
     a.attr.max_sge = client.max_sge();
     let handle = client.handle().0;
-    p.users.fetch_add(1, Ordering::AcqRel);
-    // SAFETY: PDs live until ibv_dealloc_pd, which refuses while users remain.
-    let pd_ref: &'static IwPd = unsafe { &*(p as *const IwPd) };
+    let pd_ref = hold(p);
     let s = into_raw(IwSrq {
         srq: sys::ibv_srq {
             context: p.pd.context,
