@@ -10,15 +10,7 @@
 #include <string.h>
 #include <infiniband/verbs.h>
 
-#define CHECK(c, ...)                                                              \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno)); \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 int main(void)
 {

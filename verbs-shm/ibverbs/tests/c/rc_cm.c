@@ -23,15 +23,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-#define CHECK(c, ...)                                                              \
-	do {                                                                       \
-		if (!(c)) {                                                        \
-			fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #c); \
-			fprintf(stderr, __VA_ARGS__);                              \
-			fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno)); \
-			exit(1);                                                   \
-		}                                                                  \
-	} while (0)
+#include "check.h"
 
 #define REGION (256 * 1024)
 #define MSG 64
