@@ -22,31 +22,39 @@ fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
-#[test]
-fn exports_every_rdma_core_44_symbol_with_its_version_and_the_soname() {
-    let so = profile_dir().join("libibverbs.so");
-    let want: BTreeSet<(String, String)> =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/symbols.txt"))
-            .unwrap()
-            .lines()
-            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-            .map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f[0].to_string(), f[1].to_string())
-            })
-            .collect();
-    assert!(want.len() > 140, "symbols.txt has {} symbols", want.len());
-    // objdump -T: "... DF .text size  VERSION name" (versions of definitions, no parens).
-    let dump = run("objdump", &["-T", so.to_str().unwrap()]);
-    let have: BTreeSet<(String, String)> = dump
+/// The (version, name) pairs of a `symbols.txt` (rdma-core 44's exports, one per line).
+fn symbols_txt(path: &str) -> BTreeSet<(String, String)> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f[0].to_string(), f[1].to_string())
+        })
+        .collect()
+}
+
+/// The (version, name) pairs a library defines under versions starting with `prefix`.
+/// objdump -T: "... DF .text size  VERSION name" (versions of definitions, no parens).
+fn exported(so: &std::path::Path, prefix: &str) -> BTreeSet<(String, String)> {
+    run("objdump", &["-T", so.to_str().unwrap()])
         .lines()
         .filter(|l| !l.contains("*UND*"))
         .filter_map(|l| {
             let f: Vec<&str> = l.split_whitespace().collect();
             let (v, n) = (f.get(f.len().wrapping_sub(2))?, f.last()?);
-            (v.starts_with("IBVERBS_") && v != n).then(|| (v.to_string(), n.to_string()))
+            (v.starts_with(prefix) && v != n).then(|| (v.to_string(), n.to_string()))
         })
-        .collect();
+        .collect()
+}
+
+#[test]
+fn exports_every_rdma_core_44_symbol_with_its_version_and_the_soname() {
+    let so = profile_dir().join("libibverbs.so");
+    let want = symbols_txt(concat!(env!("CARGO_MANIFEST_DIR"), "/symbols.txt"));
+    assert!(want.len() > 140, "symbols.txt has {} symbols", want.len());
+    let have = exported(&so, "IBVERBS_");
     let missing: Vec<_> = want.difference(&have).collect();
     let extra: Vec<_> = have.difference(&want).collect();
     assert!(missing.is_empty(), "not exported: {missing:?}");
@@ -61,29 +69,12 @@ fn exports_every_rdma_core_44_symbol_with_its_version_and_the_soname() {
 #[test]
 fn librdmacm_exports_every_rdma_core_44_symbol_with_its_version() {
     let so = rdmacm_so();
-    let want: BTreeSet<(String, String)> = std::fs::read_to_string(concat!(
+    let want = symbols_txt(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../rdmacm/symbols.txt"
-    ))
-    .unwrap()
-    .lines()
-    .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
-    .map(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        (f[0].to_string(), f[1].to_string())
-    })
-    .collect();
+    ));
     assert!(want.len() > 60, "symbols.txt has {} symbols", want.len());
-    let dump = run("objdump", &["-T", so.to_str().unwrap()]);
-    let have: BTreeSet<(String, String)> = dump
-        .lines()
-        .filter(|l| !l.contains("*UND*"))
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            let (v, n) = (f.get(f.len().wrapping_sub(2))?, f.last()?);
-            (v.starts_with("RDMACM_") && v != n).then(|| (v.to_string(), n.to_string()))
-        })
-        .collect();
+    let have = exported(&so, "RDMACM_");
     assert_eq!(want, have, "librdmacm.so's versioned symbols");
     let dynamic = run("readelf", &["-d", so.to_str().unwrap()]);
     assert!(
