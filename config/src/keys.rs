@@ -135,7 +135,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("mpa.ird", "IRD an initiator offers (<= limits.max_ird)."),
     k("mpa.ord", "ORD an initiator offers (<= limits.max_ord)."),
     k("mpa.private_data_max", "Largest handshake private data, bytes (<= 512)."),
-    k("mpa.handshake_timeout_ms", "Wait for the peer's Request or Reply, ms."),
+    k("mpa.handshake_timeout_ms", "Wait for the peer's Request or Reply, ms: from the SYN for a passive open, from the TCP connection for an active one (whose connect is bounded by tcp.syn_retries before that)."),
     k("mpa.tx_queue_len", "FPDUs queued or unacknowledged per connection."),
     k("mpa.tx_ulpdu_max_bytes", "Largest ULPDU we send (FPDUs follow the MSS)."),
     k("mpa.rx_ulpdu_max_bytes", "Largest inbound ULPDU (<= 65535); longer gets a Terminate. 9216 covers MTU 9000."),
