@@ -145,24 +145,20 @@ fn device() -> DeviceAttr {
     }
 }
 
-fn server(fail_stag_at: bool) -> (ControlServer<FakeCore>, Arc<Mutex<Log>>, Arc<RegionTable>) {
-    let log = Arc::new(Mutex::new(Log::default()));
-    let cores = (0..2)
+/// `n` fake cores writing to one log.
+fn fake_cores(n: usize, log: &Arc<Mutex<Log>>, fail_stag_at: bool) -> Vec<FakeCore> {
+    (0..n)
         .map(|core| FakeCore {
             core,
             next: 0,
             log: log.clone(),
             fail_stag_at,
         })
-        .collect();
-    let regions = Arc::new(RegionTable::new(64));
-    let cfg = ControlConfig {
-        max_objects: 8,
-        max_arena_bytes: 1 << 20,
-        ..ControlConfig::default()
-    };
-    let mut s =
-        ControlServer::new(cfg, cores, regions.clone(), device(), Vec::new(), None).unwrap();
+        .collect()
+}
+
+/// A policy that admits this test process's own uid.
+fn admit_self(s: &mut ControlServer<FakeCore>) {
     let uid = std::fs::metadata("/proc/self")
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap();
@@ -171,6 +167,20 @@ fn server(fail_stag_at: bool) -> (ControlServer<FakeCore>, Arc<Mutex<Log>>, Arc<
         Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
         db,
     );
+}
+
+fn server(fail_stag_at: bool) -> (ControlServer<FakeCore>, Arc<Mutex<Log>>, Arc<RegionTable>) {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let cores = fake_cores(2, &log, fail_stag_at);
+    let regions = Arc::new(RegionTable::new(64));
+    let cfg = ControlConfig {
+        max_objects: 8,
+        max_arena_bytes: 1 << 20,
+        ..ControlConfig::default()
+    };
+    let mut s =
+        ControlServer::new(cfg, cores, regions.clone(), device(), Vec::new(), None).unwrap();
+    admit_self(&mut s);
     (s, log, regions)
 }
 
@@ -545,14 +555,7 @@ fn port(index: u32, ip: [u8; 4]) -> PortAttr {
 fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
     let log = Arc::new(Mutex::new(Log::default()));
     // Services 0 and 1 drive port 0 (cores 0, 1); services 2 and 3 port 1.
-    let cores = (0..4)
-        .map(|core| FakeCore {
-            core,
-            next: 0,
-            log: log.clone(),
-            fail_stag_at: false,
-        })
-        .collect();
+    let cores = fake_cores(4, &log, false);
     let regions = Arc::new(RegionTable::new(64));
     let cfg = ControlConfig {
         max_objects: 8,
@@ -571,14 +574,7 @@ fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
         "active QPs need port 0"
     );
     s.set_service_ports(vec![0, 0, 1, 1]).unwrap();
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap();
-    let db = AccountDb::from_text("", "");
-    s.set_policy(
-        Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
-        db,
-    );
+    admit_self(&mut s);
     let (mut p, w) = connect(&mut s);
     assert_eq!(
         w.doorbells.len(),
@@ -740,14 +736,7 @@ fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
 /// A server over fake cores with `cfg`, admitting uids 1000, 2000, 3000 and (admin) 0.
 fn admission_server(cfg: ControlConfig) -> ControlServer<FakeCore> {
     let log = Arc::new(Mutex::new(Log::default()));
-    let cores = (0..2)
-        .map(|core| FakeCore {
-            core,
-            next: 0,
-            log: log.clone(),
-            fail_stag_at: false,
-        })
-        .collect();
+    let cores = fake_cores(2, &log, false);
     let regions = Arc::new(RegionTable::new(64));
     let mut s = ControlServer::new(cfg, cores, regions, device(), Vec::new(), None).unwrap();
     let db = AccountDb::from_text("", "");
@@ -1024,12 +1013,7 @@ fn query_port_answers_the_live_link_state() {
     // Issue 17 item 5: QueryPort answered the link read once at start-up (down while
     // a memif link came up a moment later, and for ever after).
     let log = Arc::new(Mutex::new(Log::default()));
-    let cores = vec![FakeCore {
-        core: 0,
-        next: 0,
-        log,
-        fail_stag_at: false,
-    }];
+    let cores = fake_cores(1, &log, false);
     let regions = Arc::new(RegionTable::new(64));
     let cfg = ControlConfig {
         max_objects: 8,
@@ -1039,14 +1023,7 @@ fn query_port_answers_the_live_link_state() {
     let mut down = port(0, [10, 0, 0, 1]);
     down.link_up = false;
     let mut s = ControlServer::new(cfg, cores, regions, device(), vec![down], None).unwrap();
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-        .unwrap();
-    let db = AccountDb::from_text("", "");
-    s.set_policy(
-        Policy::resolve(&db, &[uid.to_string()], &[], &[]).unwrap(),
-        db,
-    );
+    admit_self(&mut s);
     let link = Arc::new(Mutex::new((true, 10_000u32)));
     let l2 = link.clone();
     s.set_links(Box::new(move |i| (i == 0).then(|| *l2.lock().unwrap())));
