@@ -448,9 +448,10 @@ pub(crate) unsafe extern "C" fn post_send_op(
     while !cur.is_null() {
         // SAFETY: the application's WR list.
         let w = unsafe { &*cur };
-        // SAFETY: as above (its SGL).
-        let r =
-            unsafe { send_wr(w) }.and_then(|s| client.post_send(&s).map_err(|e| post_errno(&e)));
+        // SAFETY: `w` is the application's WR (ibv_post_send(3)): its sg_list holds
+        // num_sge readable entries, which `send_wr` reads after checking the count.
+        let wr = unsafe { send_wr(w) };
+        let r = wr.and_then(|s| client.post_send(&s).map_err(|e| post_errno(&e)));
         if let Err(n) = r {
             if !bad_wr.is_null() {
                 // SAFETY: the caller's output pointer.
