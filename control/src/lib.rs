@@ -68,6 +68,10 @@ pub struct ControlConfig {
     pub p2p: bool,
     /// The daemon's name (status).
     pub name: String,
+    /// At an orderly stop, how long the clients' connections may take to close
+    /// gracefully (FIN both ways: the peers see a disconnect) before the rest is reset
+    /// (`daemon.shutdown_grace_ms`).
+    pub shutdown_grace: Duration,
 }
 
 impl Default for ControlConfig {
@@ -87,6 +91,7 @@ impl Default for ControlConfig {
             max_bad_frames: 8,
             p2p: false,
             name: "iwarpd".into(),
+            shutdown_grace: Duration::from_secs(2),
         }
     }
 }

@@ -20,7 +20,7 @@ use iwarp_verbs_proto::{
 };
 
 use crate::admission::{full_error, LogLevel, LogLimit, LogSink, Refusal};
-use crate::client::{Area, Client, Phase};
+use crate::client::{Area, Client, CmState, Phase};
 use crate::link::{err, service_error, CoreLink};
 use crate::policy::{AccountDb, Policy};
 use crate::ControlConfig;
@@ -645,8 +645,11 @@ impl<C: CoreLink> ControlServer<C> {
         }
     }
 
-    /// Orderly end: every client's area says `DAEMON_GONE`, gets `Event::Shutdown`, is
-    /// torn down; the socket file is removed.
+    /// Orderly end: every client's area says `DAEMON_GONE`, gets `Event::Shutdown` and
+    /// its socket closes; then the clients' connections close gracefully (FIN both
+    /// ways, so each peer sees a disconnect and our FIN is known to have arrived) for at
+    /// most `shutdown_grace`; then every client is torn down (what is still connected is
+    /// reset); the socket file is removed.
     pub fn shutdown(&mut self) {
         self.ctx.shutting_down = true;
         self.listener = None;
@@ -656,15 +659,52 @@ impl<C: CoreLink> ControlServer<C> {
                 a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
             }
             let _ = c.chan.send(&ServerMsg::Event(Event::Shutdown), &[]);
+            c.chan.shutdown();
         }
+        self.close_connections(Instant::now() + self.ctx.cfg.shutdown_grace);
         let ids: Vec<u32> = self.clients.keys().copied().collect();
         for id in ids {
             if let Some(c) = self.clients.remove(&id) {
-                c.chan.shutdown();
                 crate::teardown::teardown(&mut self.ctx, c);
             }
         }
         self.retry_pending_regions();
+    }
+
+    /// Disconnects every client connection that is up and waits until all connections
+    /// (those being opened too) closed, or `deadline`. The cores' notices move the CM
+    /// ids to `Closed`; the events they would give go nowhere (the sockets are closed).
+    fn close_connections(&mut self, deadline: Instant) {
+        for c in self.clients.values_mut() {
+            for h in c.cm_ids.handles() {
+                let Some(x) = c.cm_ids.get(h) else { continue };
+                let (CmState::Connected { core, .. }, Some(q)) = (x.state, x.qp) else {
+                    continue;
+                };
+                let Some(qp) = c.qps.get(q).map(|q| q.id) else {
+                    continue;
+                };
+                let _ = self
+                    .ctx
+                    .call(core, ServiceRequest::Disconnect { client: c.id, qp }, "Disconnect");
+            }
+        }
+        let open = |clients: &BTreeMap<u32, Client>| {
+            clients.values().any(|c| {
+                c.cm_ids.iter().any(|(_, x)| {
+                    matches!(
+                        x.state,
+                        CmState::Connected { .. } | CmState::Connecting { .. }
+                    )
+                })
+            })
+        };
+        // Bounded by the deadline; each turn routes at most NOTICES_PER_STEP per core.
+        while open(&self.clients) && Instant::now() < deadline {
+            if !self.route_notices() {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
     }
 }
 

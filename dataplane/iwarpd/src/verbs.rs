@@ -35,6 +35,7 @@ pub fn control_config(cfg: &Config) -> ControlConfig {
         max_objects: c.max_objects,
         p2p: cfg.mpa.p2p,
         name: cfg.daemon.name.clone(),
+        shutdown_grace: std::time::Duration::from_millis(cfg.daemon.shutdown_grace_ms),
         ..ControlConfig::default()
     }
 }

@@ -301,11 +301,17 @@ impl Conn {
         lock(&self.shared.replies).insert(seq, None);
         if let Err(e) = self.channel.send(&ClientMsg { seq, request }, fds) {
             lock(&self.shared.replies).remove(&seq);
-            return Err(if self.shared.is_gone() {
+            let e = if self.shared.is_gone() {
                 Error::DaemonGone
             } else {
                 send_error(e)
-            });
+            };
+            if matches!(e, Error::DaemonGone) {
+                // The socket broke before the reader thread saw it: from this answer on,
+                // every call, post and wait agrees that the daemon is gone.
+                self.shared.mark_gone();
+            }
+            return Err(e);
         }
         let deadline = Instant::now() + timeout;
         let mut r = lock(&self.shared.replies);
