@@ -684,9 +684,11 @@ impl<C: CoreLink> ControlServer<C> {
                 let Some(qp) = c.qps.get(q).map(|q| q.id) else {
                     continue;
                 };
-                let _ = self
-                    .ctx
-                    .call(core, ServiceRequest::Disconnect { client: c.id, qp }, "Disconnect");
+                let _ = self.ctx.call(
+                    core,
+                    ServiceRequest::Disconnect { client: c.id, qp },
+                    "Disconnect",
+                );
             }
         }
         let open = |clients: &BTreeMap<u32, Client>| {
