@@ -70,6 +70,9 @@ pub struct MpaSection {
     pub private_data_max: u32,
     /// How long to wait for the peer's Request or Reply, milliseconds.
     pub handshake_timeout_ms: u64,
+    /// How long an FPDU begun may go without another octet before the stream is
+    /// declared lost (Terminate 0x0201), milliseconds; 0 = never.
+    pub fpdu_stall_timeout_ms: u64,
     /// FPDUs queued or unacknowledged per connection.
     pub tx_queue_len: u32,
     /// Largest ULPDU we send (FPDUs follow the MSS; this sizes a scratch buffer).
@@ -102,6 +105,7 @@ impl Default for MpaSection {
             ord: 16,
             private_data_max: PRIVATE_DATA_MAX as u32,
             handshake_timeout_ms: 10_000,
+            fpdu_stall_timeout_ms: 240_000,
             tx_queue_len: iwarp_proto::config::DEFAULT_MPA_TX_QUEUE_LEN as u32,
             tx_ulpdu_max_bytes: 16 * 1024,
             rx_ulpdu_max_bytes: iwarp_proto::config::DEFAULT_MPA_RX_ULPDU_BYTES as u32,
@@ -141,6 +145,7 @@ impl MpaSection {
             ord: self.ord,
             private_data_max: self.private_data_max as usize,
             handshake_timeout: Duration::from_millis(self.handshake_timeout_ms),
+            fpdu_stall_timeout: Duration::from_millis(self.fpdu_stall_timeout_ms),
             tx_queue_len: self.tx_queue_len as usize,
             tx_ulpdu_max_bytes: self.tx_ulpdu_max_bytes as usize,
             rx_ulpdu_max_bytes: self.rx_ulpdu_max_bytes as usize,
@@ -192,6 +197,12 @@ impl MpaSection {
             (1..=600_000).contains(&self.handshake_timeout_ms),
             "mpa.handshake_timeout_ms",
             "must be in 1..=600000",
+        )?;
+        ensure(
+            self.fpdu_stall_timeout_ms == 0
+                || (1_000..=3_600_000).contains(&self.fpdu_stall_timeout_ms),
+            "mpa.fpdu_stall_timeout_ms",
+            "must be 0 (never) or in 1000..=3600000",
         )?;
         ensure(
             self.initiator_nudge_ms <= iwarp_proto::config::INITIATOR_NUDGE_MS_MAX,

@@ -68,6 +68,18 @@ pub struct MpaConfig {
     pub rx_ulpdu_max_bytes: usize,
     /// A responder sends no FPDU before it received one (RFC 5044 section 7.1.2).
     pub responder_waits_for_first_fpdu: bool,
+    /// How long an FPDU whose first octets arrived may go without another octet before
+    /// the stream is declared lost (Terminate `LLP_STREAM_LOST`, 0x0201); zero: never.
+    ///
+    /// A sender writes whole FPDUs, and our receive side consumes every octet at once (the
+    /// window never closes on a partial FPDU), so a partial FPDU that stops growing means
+    /// its ULPDU_Length is not the one the peer sent (an in-window segment forged or
+    /// corrupted past the TCP checksum: the CRC that would catch it is only checked when
+    /// the FPDU completes, and the peer may have nothing more to send: it waits for
+    /// answers to what is inside) or the peer's retransmissions are failing. Default
+    /// 240 s: two of Linux's largest RTO intervals (`TCP_RTO_MAX`, 120 s) without one
+    /// octet arriving, so a lossy but live path does not trip it.
+    pub fpdu_stall_timeout: Duration,
 }
 
 impl Default for MpaConfig {
@@ -86,6 +98,7 @@ impl Default for MpaConfig {
             tx_ulpdu_max_bytes: 16 * 1024,
             rx_ulpdu_max_bytes: ULPDU_MAX_LEN,
             responder_waits_for_first_fpdu: true,
+            fpdu_stall_timeout: Duration::from_secs(240),
         }
     }
 }

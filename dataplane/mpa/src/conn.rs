@@ -3,7 +3,7 @@
 
 use std::collections::VecDeque;
 
-use iwarp_types::{Instant, TermCode};
+use iwarp_types::{Duration, Instant, TermCode};
 
 use crate::config::MpaConfig;
 use crate::event::{FailReason, Failure, MpaEvent, Negotiated};
@@ -70,6 +70,9 @@ pub struct MpaCounters {
     pub length_errors: u64,
     /// Octets dropped after a failure or a reject.
     pub rx_dropped_bytes: u64,
+    /// Streams declared lost because an FPDU stopped growing
+    /// ([`MpaConfig::fpdu_stall_timeout`]).
+    pub fpdu_stalls: u64,
     /// Events lost because the queue was full (never expected).
     pub events_dropped: u64,
 }
@@ -84,6 +87,9 @@ pub struct MpaConn<D> {
     rx_next: u64,
     /// Stream offset where the peer's FPDUs start (end of its Request/Reply).
     rx_base: u64,
+    /// While an FPDU is partial: when the stream is declared lost if no octet arrives
+    /// (set by receives that carry a clock, [`MpaRx::at`]).
+    rx_stall_deadline: Option<Instant>,
     events: Events,
     counters: MpaCounters,
 }
@@ -115,6 +121,7 @@ impl<D> MpaConn<D> {
             rx: None,
             rx_next: 0,
             rx_base: 0,
+            rx_stall_deadline: None,
             events: Events::new(),
             counters: MpaCounters::default(),
         }
@@ -193,9 +200,14 @@ impl<D> MpaConn<D> {
         }
     }
 
-    /// When `handle_timeout` must be called (handshake deadline), if any.
+    /// When `handle_timeout` must be called (handshake deadline, or the deadline of a
+    /// partial FPDU), if any.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.hs.poll_timeout()
+        match (self.hs.poll_timeout(), self.rx_stall_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, None) => a,
+            (None, b) => b,
+        }
     }
 
     /// Starts the handshake timeout again from `now`. The engine calls it when the TCP
@@ -205,9 +217,35 @@ impl<D> MpaConn<D> {
         self.hs.restart_timer(now);
     }
 
-    /// Fails the start-up phase with `Timeout` if its deadline passed.
+    /// Fails the start-up phase with `Timeout` if its deadline passed; declares the
+    /// stream lost (`LLP_STREAM_LOST`) if a partial FPDU got no octet in
+    /// [`MpaConfig::fpdu_stall_timeout`].
     pub fn handle_timeout(&mut self, now: Instant) {
         self.hs.handle_timeout(now, &mut self.events);
+        if self.rx_stall_deadline.is_some_and(|t| now >= t) {
+            self.rx_stall_deadline = None;
+            if self.rx.as_ref().is_some_and(Deframer::partial)
+                && self.hs.state() == MpaState::Established
+            {
+                self.counters.fpdu_stalls += 1;
+                if let Some(rx) = self.rx.as_mut() {
+                    rx.abandon();
+                }
+                self.fail(FailReason::FpduStalled, Some(TermCode::LLP_STREAM_LOST));
+            }
+        }
+    }
+
+    /// After a receive at `now`: a partial FPDU that grew (or began) gets a new
+    /// deadline; none is kept once no FPDU is partial.
+    fn note_progress(&mut self, now: Instant, grew: bool) {
+        let t = self.cfg.fpdu_stall_timeout;
+        let partial = self.rx.as_ref().is_some_and(Deframer::partial);
+        if !partial || t == Duration::ZERO || self.hs.state() != MpaState::Established {
+            self.rx_stall_deadline = None;
+        } else if grew || self.rx_stall_deadline.is_none() {
+            self.rx_stall_deadline = Some(now + t);
+        }
     }
 
     /// Role.
@@ -306,6 +344,7 @@ impl<D> MpaConn<D> {
             conn: self,
             sink,
             pool: None,
+            now: None,
         }
     }
 
@@ -319,6 +358,7 @@ impl<D> MpaConn<D> {
             conn: self,
             sink,
             pool: Some(pool),
+            now: None,
         }
     }
 
@@ -492,13 +532,28 @@ pub struct MpaRx<'a, D, K> {
     conn: &'a mut MpaConn<D>,
     sink: &'a mut K,
     pool: Option<&'a mut MpaPool<D>>,
+    now: Option<Instant>,
 }
 
-impl<D, K: UlpduSink> MpaRx<'_, D, K> {
+impl<'a, D, K: UlpduSink> MpaRx<'a, D, K> {
+    /// Receives at `now`: a partial FPDU left by the octets delivered gets its stall
+    /// deadline ([`MpaConfig::fpdu_stall_timeout`]). Without a clock (unit tests of the
+    /// framing) no deadline is kept.
+    pub fn at(mut self, now: Instant) -> MpaRx<'a, D, K> {
+        self.now = Some(now);
+        self
+    }
+
     /// In-order octets at stream `offset`; returns the number consumed (all of them,
     /// unless a pool was given and had no staging buffer for a straddling FPDU).
     pub fn deliver(&mut self, offset: u64, data: &[u8]) -> usize {
         let pool = self.pool.as_deref_mut();
-        self.conn.deliver_with(offset, data, self.sink, pool)
+        let before = self.conn.rx_next;
+        let n = self.conn.deliver_with(offset, data, self.sink, pool);
+        if let Some(now) = self.now {
+            let grew = self.conn.rx_next != before;
+            self.conn.note_progress(now, grew);
+        }
+        n
     }
 }

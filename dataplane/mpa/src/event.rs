@@ -132,6 +132,10 @@ pub enum FailReason {
     Ulp,
     /// Delivered bytes left a gap in the stream.
     StreamGap,
+    /// An FPDU begun did not complete: no octet of it arrived for
+    /// `MpaConfig::fpdu_stall_timeout` (its length was corrupted in an undetected way,
+    /// or the peer stopped sending in the middle of one).
+    FpduStalled,
 }
 
 /// A failure: the reason and the Terminate code to send, if the RFC gives one.

@@ -19,6 +19,8 @@
 //! - ULPDU_Length larger than our bound → `DDP_LOCAL_CATASTROPHIC` (0x1000), the code the
 //!   verbs specification gives "segment size invalid ... larger than supported";
 //! - the sink refused a ULPDU → its code.
+//! - an FPDU begun that gets no octet for `MpaConfig::fpdu_stall_timeout` (checked by
+//!   the connection's timer, `MpaConn::handle_timeout`) → `LLP_STREAM_LOST` (0x0201).
 
 use iwarp_types::TermCode;
 use iwarp_wire::marker::{Marker, MarkerLayout, MARKER_LEN};
@@ -133,6 +135,17 @@ impl Deframer {
             ));
         }
         Ok(fpdu_len(ulen))
+    }
+
+    /// True while an FPDU (or a marker) has begun and is not complete.
+    pub(crate) fn partial(&self) -> bool {
+        !self.failed && (self.got > 0 || self.marker_got > 0)
+    }
+
+    /// Gives up on the stream (the partial FPDU is never completed): everything that
+    /// follows is dropped. A lent staging buffer goes back with the connection's storage.
+    pub(crate) fn abandon(&mut self) {
+        self.failed = true;
     }
 
     /// Heap bytes held (the staging buffer, own or lent).

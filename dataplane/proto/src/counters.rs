@@ -118,6 +118,8 @@ pub struct Counters {
     pub conns_closed: u64,
     /// MPA CRC errors.
     pub mpa_crc_errors: u64,
+    /// Streams declared lost because an FPDU stopped growing (`mpa.fpdu_stall_timeout_ms`).
+    pub mpa_fpdu_stalls: u64,
     /// MPA handshakes that failed (bad request/reply, reject, timeout).
     pub mpa_failures: u64,
     /// Terminate messages sent.

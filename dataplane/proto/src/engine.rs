@@ -398,7 +398,7 @@ impl Engine {
                 qp: conn.rx_qp(),
                 mem,
             };
-            let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool);
+            let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
             let before = *conn.tcp.counters();
             conn.tcp.handle_segment(now, &seg, &mut TcpRx(rx));
             core.counters.take_tcp_input(&before, conn.tcp.counters());

@@ -202,8 +202,10 @@ impl Core {
                 }
                 MpaEvent::Failed(f) => {
                     self.counters.mpa_failures += 1;
-                    if f.reason == FailReason::Crc {
-                        self.counters.mpa_crc_errors += 1;
+                    match f.reason {
+                        FailReason::Crc => self.counters.mpa_crc_errors += 1,
+                        FailReason::FpduStalled => self.counters.mpa_fpdu_stalls += 1,
+                        _ => {}
                     }
                     match (conn.qp_ready, conn.qp, f.term) {
                         (true, Some(qp), Some(code)) => self.rnic.qp_terminate(qp, code),

@@ -144,6 +144,8 @@ counter_set! {
         tcp_timeouts,
         /// MPA CRC errors.
         mpa_crc_errors,
+        /// Streams declared lost because an FPDU stopped growing.
+        mpa_fpdu_stalls,
         /// MPA handshakes that failed.
         mpa_failures,
         /// Terminate messages sent.
@@ -236,6 +238,7 @@ impl PortCounters {
         c.tcp_rsts_received = e.tcp_rsts_received;
         c.tcp_timeouts = e.tcp_timeouts;
         c.mpa_crc_errors = e.mpa_crc_errors;
+        c.mpa_fpdu_stalls = e.mpa_fpdu_stalls;
         c.mpa_failures = e.mpa_failures;
         c.terminates_sent = e.terminates_sent;
         c.terminates_received = e.terminates_received;

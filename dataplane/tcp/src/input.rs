@@ -286,10 +286,17 @@ impl TcpConn {
             }
         }
 
-        // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule).
+        // Window update (RFC 9293 3.10.7.4, SND.WL1/WL2 rule), from a segment that does
+        // not start beyond RCV.NXT: one held out of order is not yet processed as far as
+        // its window goes (RFC 9293 3.10.7.4 lets segments with higher sequence numbers
+        // wait). Otherwise a forged in-window segment with a future sequence number and
+        // a zero window would set SND.WL1 ahead of everything the peer really sends, and
+        // no later window update could ever pass the rule: the send side would probe a
+        // closed window forever (engine_rx fuzz finding). Its ACK still counts.
         let newer =
             self.snd_wl1.lt(seg.seq) || (self.snd_wl1 == seg.seq && self.snd_wl2.le(seg.ack));
-        if adv >= 0 && newer {
+        let in_order = !seg.seq.gt(self.rcv_nxt_seq());
+        if adv >= 0 && newer && in_order {
             let wnd = u64::from(seg.window) << self.snd_wscale;
             self.snd_wnd = wnd;
             self.max_snd_wnd = self.max_snd_wnd.max(wnd);

@@ -46,3 +46,28 @@ fn a_zero_window_with_nothing_lost_is_probed_not_overrun() {
     assert_eq!(probe.len(), 1, "{probe:?}");
     assert_eq!(h.c.counters().rto_expirations, 0);
 }
+
+#[test]
+fn a_forged_future_segment_cannot_freeze_the_window() {
+    // Issue 17 (fuzz engine_rx, regress-forged-fpdu-length-*): a forged copy of a peer
+    // segment, in the window but ahead of RCV.NXT, carried window 0. Taken as a window
+    // update it set SND.WL1 ahead of every sequence number the peer really used, so no
+    // later segment of the peer passed the WL1/WL2 rule: the window stayed zero, the
+    // persist timer probed it forever, and the data queued never left.
+    let mut h = H::established(cfg());
+    let ahead = h.pseq + 5_000;
+    h.window = 0;
+    let una = h.seq(0);
+    h.recv("A", ahead, una, &[0u8; 100]);
+    let _ = h.outs();
+    // The peer's real segments (in order, window open) reopen it.
+    h.window = 65_535;
+    h.ack(una);
+    h.src.push(1000);
+    let out = h.outs();
+    assert_eq!(
+        out.first().map(|s| (s.seq, s.payload.len())),
+        Some((una, 1000)),
+        "the window follows the in-order segments: {out:?}"
+    );
+}

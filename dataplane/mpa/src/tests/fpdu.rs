@@ -508,3 +508,92 @@ fn capture_01_nocrc_both_directions() {
     assert!(sink.got.len() >= 30);
     assert_eq!(i.poll_event(), None);
 }
+
+/// The failure the next event reports, if it is one.
+fn failure(c: &mut MpaConn<u32>) -> Option<Failure> {
+    match c.poll_event() {
+        Some(MpaEvent::Failed(f)) => Some(f),
+        _ => None,
+    }
+}
+
+/// An FPDU whose length promises more than ever comes (a forged in-window segment: the
+/// CRC that would catch it is only checked once the FPDU completes) ends the stream with
+/// `LLP_STREAM_LOST` after `fpdu_stall_timeout` without an octet; each octet that
+/// arrives restarts the wait; a complete FPDU leaves no deadline.
+#[test]
+fn an_fpdu_that_stops_growing_ends_the_stream() {
+    let t = MpaConfig::default().fpdu_stall_timeout;
+    assert_eq!(t, Duration::from_secs(240));
+    let (mut p, want) = pair_with(false, CrcPolicy::Request, &[100, 100]);
+    let start = p.i_sent;
+    let stream = drain(&mut p.i, &mut p.isrc, &mut p.i_sent);
+    let first = iwarp_wire::mpa::fpdu_len(100);
+    assert_eq!(stream.len(), 2 * first);
+
+    // A whole FPDU and part of the next at T0: a deadline for the partial one.
+    let mut sink = Sink::default();
+    let cut = first + 40;
+    p.r.rx(&mut sink).at(T0).deliver(start, &stream[..cut]);
+    assert_eq!(sink.got, want[..1]);
+    assert_eq!(p.r.poll_timeout(), Some(T0 + t));
+
+    // Ten more octets later: the wait starts again from then.
+    let t1 = T0 + Duration::from_secs(100);
+    p.r.rx(&mut sink)
+        .at(t1)
+        .deliver(start + cut as u64, &stream[cut..cut + 10]);
+    assert_eq!(p.r.poll_timeout(), Some(t1 + t));
+    p.r.handle_timeout(T0 + t);
+    assert_eq!(p.r.poll_event(), None, "not due: the FPDU grew at t1");
+
+    // The rest: complete, delivered, no deadline left.
+    p.r.rx(&mut sink)
+        .at(t1)
+        .deliver(start + cut as u64 + 10, &stream[cut + 10..]);
+    assert_eq!(sink.got, want);
+    assert_eq!(p.r.poll_timeout(), None);
+
+    // The same stream with the second FPDU's length forged larger: it never completes.
+    let (mut q, _) = pair_with(false, CrcPolicy::Request, &[]);
+    let mut forged = stream.clone();
+    forged[first..first + 2].copy_from_slice(&2570u16.to_be_bytes());
+    let mut sink = Sink::default();
+    assert_eq!(
+        q.r.rx(&mut sink).at(T0).deliver(start, &forged),
+        forged.len()
+    );
+    assert_eq!(sink.got, want[..1]);
+    let due = q.r.poll_timeout().expect("a partial FPDU has a deadline");
+    assert_eq!(due, T0 + t);
+    // An empty delivery is no progress.
+    q.r.rx(&mut sink)
+        .at(T0 + Duration::from_secs(1))
+        .deliver(start + forged.len() as u64, &[]);
+    assert_eq!(q.r.poll_timeout(), Some(due));
+    q.r.handle_timeout(due);
+    let f = failure(&mut q.r).expect("the stream is declared lost");
+    assert_eq!(f.reason, FailReason::FpduStalled);
+    assert_eq!(f.term, Some(TermCode::LLP_STREAM_LOST));
+    assert_eq!(q.r.counters().fpdu_stalls, 1);
+    assert_eq!(q.r.poll_timeout(), None);
+    // What arrives afterwards is dropped, never handed on.
+    let n =
+        q.r.rx(&mut sink)
+            .at(due)
+            .deliver(start + forged.len() as u64, &stream[..first]);
+    assert_eq!(n, first);
+    assert_eq!(sink.got, want[..1]);
+
+    // Zero turns the deadline off.
+    let c = MpaConfig {
+        fpdu_stall_timeout: Duration::ZERO,
+        ..MpaConfig::default()
+    };
+    let mut z = Pair::new(&c, &c, b"");
+    z.establish(b"", 4, 4);
+    let mut sink = Sink::default();
+    let base = z.i_sent;
+    z.r.rx(&mut sink).at(T0).deliver(base, &forged[..cut]);
+    assert_eq!(z.r.poll_timeout(), None);
+}
