@@ -10,8 +10,8 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
+use iwarp_engine::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
 use iwarp_mpa::CrcPolicy;
-use iwarp_proto::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
 use iwarp_rdma::{mem::MrAttr, QpAttr, RnicLimits};
 use iwarp_types::{Access, CqId, Duration, Instant, PdId, QpId, RegionId, Stag, VecMemory};
 

@@ -16,8 +16,8 @@
 use core::net::Ipv4Addr;
 use std::time::{Duration as WallDuration, Instant as WallInstant};
 
+use iwarp_engine::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
 use iwarp_mpa::CrcPolicy;
-use iwarp_proto::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
 use iwarp_rdma::{mem::MrAttr, QpAttr, RnicLimits};
 use iwarp_types::{
     Access, CqId, Cqe, Duration, Instant, PdId, QpId, RegionId, SendFlags, SendOp, SendWr, SgList,

@@ -1,7 +1,7 @@
-//! The file mapped onto the engine's structs (`iwarp_proto::EngineConfig` and the
+//! The file mapped onto the engine's structs (`iwarp_engine::EngineConfig` and the
 //! TCP, MPA and RNIC configurations inside it).
 
-use iwarp_proto::EngineConfig;
+use iwarp_engine::EngineConfig;
 use iwarp_rdma::RnicConfig;
 
 use crate::error::ConfigError;
@@ -194,7 +194,7 @@ mod tests {
         assert_eq!(e.llp_close_timeout_ms, 60_000);
         let other_core = c.engine_config(0, 1, seeds, &NIC).unwrap();
         assert_eq!(other_core.stag_seed, e.stag_seed, "one STag space per port");
-        iwarp_proto::Engine::try_new(e).unwrap();
+        iwarp_engine::Engine::try_new(e).unwrap();
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! - [`Config::build`] reads a file, applies [`Override`]s and validates; errors are
 //!   [`ConfigError`]s naming the key (`config error: port[0].ipv4: ...`), with the line
 //!   when the value came from the file. Unknown keys are named with a suggestion.
-//! - [`Config::engine_config`] maps the file onto `iwarp_proto::EngineConfig` for one
+//! - [`Config::engine_config`] maps the file onto `iwarp_engine::EngineConfig` for one
 //!   port on one dataplane core and runs the engine's own validation.
 //! - [`Cli`] is the command line of `iwarpd` (clap); [`keys::render`] lists every key
 //!   with its default (`iwarpd config-keys`), from the one table [`keys::KEYS`].

@@ -106,13 +106,13 @@ impl Default for MpaSection {
             private_data_max: PRIVATE_DATA_MAX as u32,
             handshake_timeout_ms: 10_000,
             fpdu_stall_timeout_ms: 240_000,
-            tx_queue_len: iwarp_proto::config::DEFAULT_MPA_TX_QUEUE_LEN as u32,
+            tx_queue_len: iwarp_engine::config::DEFAULT_MPA_TX_QUEUE_LEN as u32,
             tx_ulpdu_max_bytes: 16 * 1024,
-            rx_ulpdu_max_bytes: iwarp_proto::config::DEFAULT_MPA_RX_ULPDU_BYTES as u32,
+            rx_ulpdu_max_bytes: iwarp_engine::config::DEFAULT_MPA_RX_ULPDU_BYTES as u32,
             responder_waits_for_first_fpdu: true,
-            initiator_nudge_ms: iwarp_proto::config::DEFAULT_INITIATOR_NUDGE_MS,
-            pool_rings: iwarp_proto::config::DEFAULT_MPA_POOL_RINGS as u32,
-            pool_staging: iwarp_proto::config::DEFAULT_MPA_POOL_STAGING as u32,
+            initiator_nudge_ms: iwarp_engine::config::DEFAULT_INITIATOR_NUDGE_MS,
+            pool_rings: iwarp_engine::config::DEFAULT_MPA_POOL_RINGS as u32,
+            pool_staging: iwarp_engine::config::DEFAULT_MPA_POOL_STAGING as u32,
         }
     }
 }
@@ -205,7 +205,7 @@ impl MpaSection {
             "must be 0 (never) or in 1000..=3600000",
         )?;
         ensure(
-            self.initiator_nudge_ms <= iwarp_proto::config::INITIATOR_NUDGE_MS_MAX,
+            self.initiator_nudge_ms <= iwarp_engine::config::INITIATOR_NUDGE_MS_MAX,
             "mpa.initiator_nudge_ms",
             "must be in 0..=60000 (0 = off)",
         )?;

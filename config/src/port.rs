@@ -243,14 +243,14 @@ impl PortSection {
             )?;
         }
         ensure(
-            (iwarp_proto::config::MTU_MIN as u32..=iwarp_proto::config::MTU_MAX as u32)
+            (iwarp_engine::config::MTU_MIN as u32..=iwarp_engine::config::MTU_MAX as u32)
                 .contains(&self.mtu),
             f("mtu"),
             format!(
                 "{} is outside {}..={}",
                 self.mtu,
-                iwarp_proto::config::MTU_MIN,
-                iwarp_proto::config::MTU_MAX
+                iwarp_engine::config::MTU_MIN,
+                iwarp_engine::config::MTU_MAX
             ),
         )?;
         if let Some(mac) = self.mac {

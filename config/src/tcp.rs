@@ -118,10 +118,10 @@ impl Default for TcpSection {
             keepalive_idle_ms: DAEMON_KEEPALIVE_IDLE_MS,
             keepalive_interval_ms: DAEMON_KEEPALIVE_INTERVAL_MS,
             keepalive_count: DAEMON_KEEPALIVE_COUNT,
-            ooo_max_bytes: iwarp_proto::config::DEFAULT_TCP_OOO_BYTES as u32,
+            ooo_max_bytes: iwarp_engine::config::DEFAULT_TCP_OOO_BYTES as u32,
             ooo_max_ranges: t.ooo_max_ranges as u32,
             sack_max_ranges: t.sack_max_ranges as u32,
-            max_inflight_segments: iwarp_proto::config::DEFAULT_TCP_INFLIGHT_SEGMENTS as u32,
+            max_inflight_segments: iwarp_engine::config::DEFAULT_TCP_INFLIGHT_SEGMENTS as u32,
             initial_cwnd_segments: t.initial_cwnd_segments,
             msl_ms: t.msl_ms,
             challenge_acks_per_s: t.challenge_acks_per_s,
@@ -350,7 +350,7 @@ mod tests {
         assert_eq!(c.keepalive.count, 3);
         assert!(c.checksum_offload);
         assert_eq!(c.mss_bytes, MSS_MAX);
-        assert_eq!(c.ooo_max_bytes, iwarp_proto::config::DEFAULT_TCP_OOO_BYTES);
+        assert_eq!(c.ooo_max_bytes, iwarp_engine::config::DEFAULT_TCP_OOO_BYTES);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use iwarp_proto::{AcceptParams, ConnectFailure, ConnectParams, PrivateData};
+use iwarp_engine::{AcceptParams, ConnectFailure, ConnectParams, PrivateData};
 use iwarp_shm_service::{AsyncObject, CmNotice, ServiceNotice, ServiceReply, ServiceRequest};
 use iwarp_types::AsyncEventKind;
 use iwarp_verbs_proto::{

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use iwarp_proto::CmError;
+use iwarp_engine::CmError;
 use iwarp_shm_service::{ServiceError, ServiceHandle, ServiceNotice, ServiceReply, ServiceRequest};
 use iwarp_types::VerbError;
 use iwarp_verbs_proto::{ErrorCode, ErrorReply};

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::Ipv4Addr;
 
-use iwarp_proto::{
+use iwarp_engine::{
     AcceptParams, ConnectParams, Counters, Engine, EngineConfig, Event, PrivateData,
 };
 use iwarp_rdma::mem::MrAttr;

@@ -5,8 +5,8 @@
 
 use std::io::Write;
 
+use iwarp_engine::Event;
 use iwarp_mpa::CrcPolicy;
-use iwarp_proto::Event;
 use iwarp_types::{
     AsyncEventKind, Duration, QpState, RecvWr, SendFlags, SendOp, SendWr, Stag, TermCode, WcOpcode,
     WcStatus,

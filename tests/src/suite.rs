@@ -8,8 +8,8 @@
 //! links corrupted was rejected by the receiving engine (IPv4/TCP checksum, MPA CRC, or
 //! an earlier check) and counted.
 
+use iwarp_engine::{DropReason, Event};
 use iwarp_mpa::{CrcPolicy, MarkerPolicy, RtrSet};
-use iwarp_proto::{DropReason, Event};
 use iwarp_rdma::mem::StagState;
 use iwarp_types::{
     Access, Cqe, Duration, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag,

@@ -7,7 +7,7 @@
 //! side that closes has just received the other side's last message, and its delayed ACK
 //! of that message leaves in the same segment as its FIN.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_sim::host::{Pair, PairOptions};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};
 use iwarp_types::{AsyncEventKind, Duration, QpState, RecvWr, SendFlags, SendOp, SendWr, WcStatus};

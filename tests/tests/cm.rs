@@ -2,8 +2,8 @@
 //! with private data, refused connections, MPA revision 1 and 2, CRC on and off (and the
 //! mixed case), markers, and peer-to-peer mode with each RTR type our initiator sends.
 
+use iwarp_engine::{ConnectFailure, EngineConfig, Event, PrivateData};
 use iwarp_mpa::{CrcPolicy, MarkerPolicy, RtrSet, RtrType};
-use iwarp_proto::{ConnectFailure, EngineConfig, Event, PrivateData};
 use iwarp_sim::host::{connect, ConnectSpec, Pair, PairOptions};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};
 use iwarp_types::{Duration, QpState, RecvWr, SendFlags, SendOp, SendWr, WcOpcode, WcStatus};

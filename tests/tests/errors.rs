@@ -3,7 +3,7 @@
 //! and both QPs leave RTS; the requester's WR completes in error when no data was
 //! placed; nothing is placed where it must not be.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_sim::host::{Pair, PairOptions, Side};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};
 use iwarp_types::{

@@ -1,8 +1,8 @@
 //! TCP under impairment: heavy loss, reordering and duplication, a slow bottleneck with a
 //! small queue, corruption that only the MPA CRC can catch, and an MTU black hole.
 
+use iwarp_engine::Event;
 use iwarp_mpa::CrcPolicy;
-use iwarp_proto::Event;
 use iwarp_sim::host::{Pair, PairOptions};
 use iwarp_sim::link::{CorruptRegion, LinkConfig};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};

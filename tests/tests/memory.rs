@@ -2,7 +2,7 @@
 //! type 2 by work request) with remote access through the window, Fast-Register, and
 //! Invalidate Local STag, with data verified byte for byte.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_rdma::mem::{MwBind, MwType, StagState};
 use iwarp_sim::host::{Pair, PairOptions};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};

@@ -113,7 +113,7 @@ fn send_types_deliver_and_report() {
         .sim
         .events(1)
         .iter()
-        .all(|e| !matches!(e, iwarp_proto::Event::Async(_))));
+        .all(|e| !matches!(e, iwarp_engine::Event::Async(_))));
 }
 
 #[test]

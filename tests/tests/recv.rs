@@ -1,7 +1,7 @@
 //! Receives on a QP's RQ and on a shared receive queue, with the SRQ limit event; an SRQ
 //! shared by two connections.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_rdma::srq::SrqModify;
 use iwarp_sim::host::{connect, make_side, ConnectSpec, Pair, PairOptions};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};

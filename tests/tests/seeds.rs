@@ -21,7 +21,7 @@ fn seed_8647c85e4a86d9bd_disconnect_waiting_for_the_read_rtr() {
 }
 
 /// The responder (which never sent an FPDU) closed; its FIN was lost, and the initiator's
-/// nudge (a zero-length RDMA Write, proto nudge.rs) reached it in Closing before the
+/// nudge (a zero-length RDMA Write, engine nudge.rs) reached it in Closing before the
 /// retransmitted FIN reached the initiator: the responder called it a Bad Close.
 #[test]
 fn seed_0b82b770adb821af_nudge_crosses_a_lost_fin() {

@@ -3,7 +3,7 @@
 //! (→ Error, RST), Terminate by Modify QP (RTS → Terminate → Error) and Modify to Error
 //! with outstanding work (flush).
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_rdma::QpModify;
 use iwarp_sim::host::{Pair, PairOptions};
 use iwarp_sim::rng::{seed_or_fresh, SeedGuard};

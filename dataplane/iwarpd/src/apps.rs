@@ -4,10 +4,10 @@
 
 use std::sync::{Arc, Mutex};
 
+use iwarp_engine::{Engine, Event};
 use iwarp_loadgen::{
     Arena, ClientSpec, LoadgenClient, LoadgenServer, Report, ServerConfig, ServerReport,
 };
-use iwarp_proto::{Engine, Event};
 use iwarp_runtime::App;
 use iwarp_types::{Duration, Instant, Memory};
 

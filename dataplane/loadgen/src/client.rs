@@ -17,7 +17,7 @@
 //! A graceful close needs both ends quiet (`client_close.rs` says why and how). How
 //! each QP's connection ended is in [`Report::close`].
 
-use iwarp_proto::{CmError, ConnectParams, Engine, Event, PrivateData};
+use iwarp_engine::{CmError, ConnectParams, Engine, Event, PrivateData};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;

@@ -10,7 +10,7 @@
 //! that, so a QP holding more than `depth - credit_batch` credits will hear nothing more.
 //! The client's FIN then acknowledges everything the server sent.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_types::{Instant, QpState};
 
 use super::{LoadgenClient, Phase, QpPhase, QpSlot, CLOSE_STEP};

@@ -11,7 +11,7 @@
 //! completion, the check SEND's completion and the server's ack) and the message
 //! completes when the last arrives; slots are reused in order.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_types::{Cqe, Instant, Memory, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
 use crate::client::{LoadgenClient, Phase, QpPhase, CQ_BATCHES_PER_POLL};

@@ -74,7 +74,7 @@ pub(crate) fn qp_slot(h: u32) -> usize {
 
 /// Slot of a connection id (the engine's connection-table index).
 pub(crate) fn conn_slot(h: u32) -> usize {
-    iwarp_proto::conn_table::slot_of(iwarp_types::ConnId(h))
+    iwarp_engine::conn_table::slot_of(iwarp_types::ConnId(h))
 }
 
 /// CQs for `users` QPs of `per_user` entries each, as few as the per-CQ limit allows;

@@ -12,7 +12,7 @@
 //! `wr_id` layout: connection index (24 bits) | generation (8 bits) | kind (4 bits) |
 //! slot (28 bits); a completion of an earlier connection in the same slot is ignored.
 
-use iwarp_proto::{AcceptParams, Engine, Event, PrivateData};
+use iwarp_engine::{AcceptParams, Engine, Event, PrivateData};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;

@@ -1,7 +1,7 @@
 //! The server's data path: batched CQ polls, SEND verification and credits, WRITE
 //! checks and acks. No allocation here.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_types::{Cqe, Memory, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
 use super::{

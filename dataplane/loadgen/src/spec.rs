@@ -4,7 +4,7 @@
 use core::fmt;
 use core::net::Ipv4Addr;
 
-use iwarp_proto::CmError;
+use iwarp_engine::CmError;
 use iwarp_rdma::RnicLimits;
 use iwarp_types::{Duration, Memory, RegionId, VerbError};
 

@@ -19,7 +19,7 @@
 //!   queue are freed once established: an idle established connection holds no heap
 //!   ([`MpaConn::heap_bytes`]).
 //!
-//! `iwarp-mpa` does not depend on `iwarp-tcp` (ENGINE.md: they meet in `iwarp-proto`), so
+//! `iwarp-mpa` does not depend on `iwarp-tcp` (ENGINE.md: they meet in `iwarp-engine`), so
 //! [`MpaTx`] and [`MpaRx`] expose the `TxSource`/`RxSink` methods as inherent methods with
 //! the same signatures; the engine implements the TCP traits on thin wrappers that forward
 //! to them.

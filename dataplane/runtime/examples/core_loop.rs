@@ -8,7 +8,7 @@
 use core::net::SocketAddrV4;
 use std::sync::atomic::Ordering::Relaxed;
 
-use iwarp_proto::{AcceptParams, ConnectParams, Event};
+use iwarp_engine::{AcceptParams, ConnectParams, Event};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::control::{AppBox, Done, Op};

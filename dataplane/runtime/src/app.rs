@@ -1,6 +1,6 @@
 //! Applications that run inside the dataplane loop and drive an engine directly.
 
-use iwarp_proto::{Engine, Event};
+use iwarp_engine::{Engine, Event};
 use iwarp_types::{Instant, Memory};
 
 /// An application hosted by a dataplane core (the load generator; later the

@@ -10,7 +10,7 @@
 use core::fmt;
 use core::net::SocketAddrV4;
 
-use iwarp_proto::{AcceptParams, CmError, ConnectParams, Event, PrivateData};
+use iwarp_engine::{AcceptParams, CmError, ConnectParams, Event, PrivateData};
 use iwarp_rdma::mem::{MrAttr, MwType};
 use iwarp_rdma::srq::SrqModify;
 use iwarp_rdma::{QpAttr, QpInfo, QpModify};

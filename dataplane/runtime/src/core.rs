@@ -13,7 +13,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use iwarp_proto::{ConfigError, Engine, EngineConfig};
+use iwarp_engine::{ConfigError, Engine, EngineConfig};
 use iwarp_types::{ConnId, Cqe, Duration, Instant, Memory, QpId, WcOpcode, WcStatus};
 
 use crate::app::App;

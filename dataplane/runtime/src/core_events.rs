@@ -1,7 +1,7 @@
 //! Engine events: tracked (established QPs, pending control connections), offered to
 //! the port's apps, or sent to the control thread as notices.
 
-use iwarp_proto::{Event, PrivateData};
+use iwarp_engine::{Event, PrivateData};
 use iwarp_types::{Instant, Memory};
 
 use crate::control::Notice;

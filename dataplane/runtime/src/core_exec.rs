@@ -146,7 +146,7 @@ impl<M: Memory> Core<M> {
             Op::Unlisten(tcp_port) => {
                 port.listening.retain(|p| *p != tcp_port);
                 if !engine.unlisten(tcp_port) {
-                    return Err(ControlError::Cm(iwarp_proto::CmError::InvalidState));
+                    return Err(ControlError::Cm(iwarp_engine::CmError::InvalidState));
                 }
                 Done::Ok
             }

@@ -4,7 +4,7 @@
 //! aside) or the grace period ends, then the rest is reset. Connections still in
 //! TIME_WAIT at the end are ended with the process (they count as closed).
 
-use iwarp_proto::PrivateData;
+use iwarp_engine::PrivateData;
 use iwarp_types::{Duration, Instant, Memory};
 
 use crate::core::{Core, Pending, ShutdownState};

@@ -1,13 +1,13 @@
 //! Counters per core and per port, published as atomics.
 //!
 //! The core counts in plain integers on the fast path and copies them, with the engine's
-//! [`iwarp_proto::Counters`], into an [`Arc<CoreStats>`](CoreStats) at most every
+//! [`iwarp_engine::Counters`], into an [`Arc<CoreStats>`](CoreStats) at most every
 //! `stats_interval` (Relaxed stores). Anyone may read a [`Snapshot`] at any time; values
 //! of one snapshot may come from two publications (each counter is monotonic or a gauge).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use iwarp_proto::{Counters, DropReason};
+use iwarp_engine::{Counters, DropReason};
 
 macro_rules! counter_set {
     (

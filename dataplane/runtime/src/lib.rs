@@ -1,4 +1,4 @@
-//! The dataplane core loop around the sans-IO engine (`iwarp-proto::Engine`).
+//! The dataplane core loop around the sans-IO engine (`iwarp-engine::Engine`).
 //!
 //! A dataplane core owns one engine per port, the QPs and TCP connections of those
 //! engines, and the memory the engines read and write. It talks to a port through

@@ -8,7 +8,7 @@
 //! its own thread ([`CoreParts::build`], [`Core::run`]).
 
 use core::net::Ipv4Addr;
-use iwarp_proto::EngineConfig;
+use iwarp_engine::EngineConfig;
 use iwarp_types::{Duration, Instant, RegionId, VecMemory};
 
 use crate::capture::Capture;
@@ -406,11 +406,11 @@ impl<M: iwarp_types::Memory> crate::app::App<M> for WriteLoop {
     fn on_event(
         &mut self,
         _now: Instant,
-        _engine: &mut iwarp_proto::Engine,
+        _engine: &mut iwarp_engine::Engine,
         _mem: &mut M,
-        event: &iwarp_proto::Event,
+        event: &iwarp_engine::Event,
     ) -> bool {
-        use iwarp_proto::Event;
+        use iwarp_engine::Event;
         match *event {
             Event::Disconnected { qp, .. } if qp == self.qp => {
                 self.closed = true;
@@ -421,7 +421,7 @@ impl<M: iwarp_types::Memory> crate::app::App<M> for WriteLoop {
         }
     }
 
-    fn poll(&mut self, _now: Instant, engine: &mut iwarp_proto::Engine, _mem: &mut M) {
+    fn poll(&mut self, _now: Instant, engine: &mut iwarp_engine::Engine, _mem: &mut M) {
         use std::sync::atomic::Ordering::Relaxed;
         if let Ok(n) = engine.rnic_mut().poll_cq(self.cq, &mut self.cqes) {
             for c in &self.cqes[..n] {
@@ -461,7 +461,7 @@ impl<M: iwarp_types::Memory> crate::app::App<M> for WriteLoop {
         None
     }
 
-    fn shutdown(&mut self, now: Instant, engine: &mut iwarp_proto::Engine, _mem: &mut M) {
+    fn shutdown(&mut self, now: Instant, engine: &mut iwarp_engine::Engine, _mem: &mut M) {
         self.count = self.posted;
         if engine.disconnect(now, self.qp).is_err() {
             self.closed = true;

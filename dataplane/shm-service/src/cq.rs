@@ -4,7 +4,7 @@
 //! One slot of every sub-ring stays free for the [`crate::CQE_FLAG_RING_MOVED`] marker
 //! of a resize, so a sub-ring of `entries` slots holds `entries - 1` completions.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_shm_ring::{encode_cqe, CqeSlot, CQE_SLOT_SIZE};
 use iwarp_types::{CqId, Cqe, QpId, WcStatus};
 

@@ -1,7 +1,7 @@
 //! Engine events: the service claims those of its clients' connections, listening
 //! ports, QPs, CQs and SRQs and forwards them as notices.
 
-use iwarp_proto::{Engine, Event};
+use iwarp_engine::{Engine, Event};
 use iwarp_types::{AsyncEvent, EventResource};
 
 use crate::request::{AsyncObject, CmNotice, ServiceNotice};
@@ -53,7 +53,7 @@ impl ShmService {
                     );
                 } else {
                     // Nobody will answer it: refuse at once.
-                    let _ = engine.reject(now, conn, iwarp_proto::PrivateData::EMPTY);
+                    let _ = engine.reject(now, conn, iwarp_engine::PrivateData::EMPTY);
                 }
                 true
             }

@@ -1,7 +1,7 @@
 //! Control requests: the engine calls the control thread asks for, with the ownership
 //! checks that keep one client off another's objects.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_rdma::mem::MrAttr;
 use iwarp_shm_ring::{
     Consumer, Producer, RingKind, RingLayout, CQE_SLOT_SIZE, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
@@ -379,7 +379,7 @@ impl ShmService {
                     Some(f) => engine.choose_local_port(rip, rport, |p| f(rip, rport, p)),
                     None => engine.choose_local_port(rip, rport, |_| true),
                 }
-                .ok_or(ServiceError::Cm(iwarp_proto::CmError::NoPort))?;
+                .ok_or(ServiceError::Cm(iwarp_engine::CmError::NoPort))?;
                 let conn = engine.connect_from(now, qp, port, rip, rport, params)?;
                 self.conns.insert(
                     conn,
@@ -575,7 +575,7 @@ impl ShmService {
             .map(|(id, _)| *id)
             .collect();
         for conn in requests {
-            let _ = engine.reject(now, conn, iwarp_proto::PrivateData::EMPTY);
+            let _ = engine.reject(now, conn, iwarp_engine::PrivateData::EMPTY);
             self.conns.remove(&conn);
             freed.conns += 1;
         }

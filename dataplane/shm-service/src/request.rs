@@ -9,7 +9,7 @@
 
 use core::net::SocketAddrV4;
 
-use iwarp_proto::{AcceptParams, CmError, ConnectFailure, ConnectParams, PrivateData};
+use iwarp_engine::{AcceptParams, CmError, ConnectFailure, ConnectParams, PrivateData};
 use iwarp_rdma::mem::{MrAttr, MrInfo, MwBind, MwType};
 use iwarp_rdma::srq::{SrqAttr, SrqModify};
 use iwarp_rdma::{QpAttr, QpInfo, QpModify};

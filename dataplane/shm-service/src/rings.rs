@@ -2,7 +2,7 @@
 //! slots, decoded and posted to the engine; a slot that does not decode or that the
 //! engine refuses completes in error.
 
-use iwarp_proto::Engine;
+use iwarp_engine::Engine;
 use iwarp_shm_ring::{decode_recv_wr, decode_send_wr, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
 use iwarp_types::{
     CqId, Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus,

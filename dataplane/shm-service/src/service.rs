@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use iwarp_proto::{Engine, Event};
+use iwarp_engine::{Engine, Event};
 use iwarp_runtime::App;
 use iwarp_types::{ConnId, CqId, Cqe, Instant, Memory, QpId, SrqId};
 

@@ -3,7 +3,7 @@
 
 use core::net::{Ipv4Addr, SocketAddrV4};
 
-use iwarp_proto::{AcceptParams, ConnectParams, Engine, EngineConfig, PrivateData};
+use iwarp_engine::{AcceptParams, ConnectParams, Engine, EngineConfig, PrivateData};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;
@@ -28,7 +28,7 @@ struct Side {
     h: ServiceHandle,
     next_id: u64,
     notices: Vec<ServiceNotice>,
-    unclaimed: Vec<iwarp_proto::Event>,
+    unclaimed: Vec<iwarp_engine::Event>,
     doorbells: DoorbellBlock,
     pd: PdId,
     stag: Stag,

@@ -1,4 +1,4 @@
-//! Target `engine_rx`: two `iwarp_proto::Engine`s joined by a wire, a QP connected between
+//! Target `engine_rx`: two `iwarp_engine::Engine`s joined by a wire, a QP connected between
 //! them, and the fuzzer's frames injected on the wire: arbitrary frames, and legitimate
 //! frames of the connection with the fuzzer's bytes written over their headers (checksums
 //! fixed or not, the original delivered too or lost), mixed with legitimate traffic and
@@ -12,7 +12,7 @@
 
 mod node;
 
-use iwarp_proto::{AcceptParams, ConnectParams, Event, PrivateData};
+use iwarp_engine::{AcceptParams, ConnectParams, Event, PrivateData};
 use iwarp_types::{Duration, Instant, SendFlags, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus};
 use iwarp_wire::l2l4::{
     EthernetFrame, EthernetProtocol, IpAddress, IpProtocol, Ipv4Packet, TcpPacket,

@@ -3,8 +3,8 @@
 
 use core::net::Ipv4Addr;
 
+use iwarp_engine::{Engine, EngineConfig, Event};
 use iwarp_mpa::MpaConfig;
-use iwarp_proto::{Engine, EngineConfig, Event};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::{QpAttr, RnicConfig, RnicLimits};
 use iwarp_tcp::TcpConfig;

@@ -4,7 +4,7 @@
 //! run (MTU 1500, depth 16, selective signaling) for every op, with and without verify,
 //! and for an orderly shutdown in the middle of a run.
 
-use iwarp_proto::Counters;
+use iwarp_engine::Counters;
 use iwarp_runtime::App;
 use iwarp_types::{Duration, VecMemory};
 

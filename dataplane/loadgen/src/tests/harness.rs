@@ -6,8 +6,8 @@
 
 use core::net::Ipv4Addr;
 
+use iwarp_engine::{Engine, EngineConfig};
 use iwarp_mpa::CrcPolicy;
-use iwarp_proto::{Engine, EngineConfig};
 use iwarp_rdma::RnicLimits;
 use iwarp_runtime::App;
 use iwarp_types::{Duration, Instant, RegionId, VecMemory};

@@ -1,4 +1,4 @@
-use iwarp_proto::{ConnectParams, Event, PrivateData};
+use iwarp_engine::{ConnectParams, Event, PrivateData};
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;
 use iwarp_types::{Duration, VecMemory};
@@ -237,7 +237,7 @@ impl App<VecMemory> for Catcher {
     fn on_event(
         &mut self,
         _: iwarp_types::Instant,
-        _: &mut iwarp_proto::Engine,
+        _: &mut iwarp_engine::Engine,
         _: &mut VecMemory,
         event: &Event,
     ) -> bool {
@@ -247,14 +247,14 @@ impl App<VecMemory> for Catcher {
         }
         false
     }
-    fn poll(&mut self, _: iwarp_types::Instant, _: &mut iwarp_proto::Engine, _: &mut VecMemory) {}
+    fn poll(&mut self, _: iwarp_types::Instant, _: &mut iwarp_engine::Engine, _: &mut VecMemory) {}
     fn poll_timeout(&self) -> Option<iwarp_types::Instant> {
         None
     }
     fn shutdown(
         &mut self,
         _: iwarp_types::Instant,
-        _: &mut iwarp_proto::Engine,
+        _: &mut iwarp_engine::Engine,
         _: &mut VecMemory,
     ) {
     }

@@ -45,7 +45,7 @@ impl Qp {
                 } else if is_empty_write(ulpdu) {
                     // A zero-length RDMA Write (RFC 5040 5.1) carries no data and places
                     // nothing: not "incoming data" for verbs 6.2.5, so it is dropped like
-                    // any segment in Closing, without a Bad Close. A peer's nudge (proto
+                    // any segment in Closing, without a Bad Close. A peer's nudge (engine
                     // nudge.rs) crosses our FIN this way when the FIN is late or lost.
                     self.counters.segs_ignored += 1;
                 } else {

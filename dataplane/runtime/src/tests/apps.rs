@@ -3,7 +3,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 
 use super::helpers::*;
 use crate::control::{AppBox, AppId, ControlError, Done, Op};

@@ -5,7 +5,7 @@ use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration as StdDuration;
 
-use iwarp_proto::{AcceptParams, ConnectParams, Event};
+use iwarp_engine::{AcceptParams, ConnectParams, Event};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_types::{Access, CqId, Cqe, PdId, QpId, SendWr, SgList, Sge, Stag, VecMemory};

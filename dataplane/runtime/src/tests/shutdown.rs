@@ -1,7 +1,7 @@
 //! Orderly shutdown: FIN after the SQ drained, the peer sees Disconnected, within the
 //! grace period; and the reset of what is left when the grace period ends.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_types::{Duration, SendOp, WcStatus};
 
 use super::helpers::*;

@@ -1,6 +1,6 @@
 //! One core per side, single-threaded, manual clock.
 
-use iwarp_proto::Event;
+use iwarp_engine::Event;
 use iwarp_types::{RecvWr, SendOp, SgList, Sge, WcOpcode, WcStatus};
 use iwarp_wire::pcap::{PcapReader, TsResolution};
 
@@ -244,7 +244,7 @@ fn a_connect_request_nobody_takes_is_a_notice_and_reject_works() {
     };
     let op = Op::Reject {
         conn,
-        private_data: iwarp_proto::PrivateData::new(b"no").unwrap(),
+        private_data: iwarp_engine::PrivateData::new(b"no").unwrap(),
     };
     tb.call(Which::B, 0, op).unwrap();
     let n = wait_notice(&mut tb, Which::A, |n| {

@@ -100,7 +100,7 @@ fn connections_spread_and_each_is_handled_by_its_owner_only() {
             assert_eq!(t.c.forwarded_out, 0, "{side:?} {core}: {s}");
             assert_eq!(t.c.forward_drops, 0);
             assert_eq!(
-                t.drops[iwarp_proto::DropReason::TcpNoConnection as usize],
+                t.drops[iwarp_engine::DropReason::TcpNoConnection as usize],
                 0
             );
             assert_eq!(
@@ -129,7 +129,7 @@ fn without_rss_frames_reach_their_owner_through_the_forward_rings() {
     assert_eq!(b0.c.forward_drops, 0);
     assert_eq!(b1.c.conns_established, CONNS_PER_CORE as u64);
     assert_eq!(
-        b1.drops[iwarp_proto::DropReason::TcpNoConnection as usize],
+        b1.drops[iwarp_engine::DropReason::TcpNoConnection as usize],
         0
     );
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
-use iwarp_proto::{AcceptParams, ConnectParams, Event};
+use iwarp_engine::{AcceptParams, ConnectParams, Event};
 use iwarp_types::{CqId, Cqe, RecvWr, SendOp, SgList, Sge, VecMemory, WcStatus};
 
 use super::helpers::*;
