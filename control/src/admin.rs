@@ -2,7 +2,7 @@
 //! counters. Object totals come from the handle tables, so they are exact.
 
 use iwarp_shm_service::{ServiceReply, ServiceRequest};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AdminRequest, AdminResponse, ClientInfo, CounterSet, DaemonStatus, ErrorCode, ErrorReply,
     ObjectInfo, ObjectTotals, QpHandle, Response,
 };

@@ -23,7 +23,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use iwarp_verbs_proto::{Channel, ErrorCode, ErrorReply, PeerCred, ServerMsg};
+use iwarp_shm_socket::{Channel, ErrorCode, ErrorReply, PeerCred, ServerMsg};
 
 use crate::client::{Client, Phase};
 use crate::link::CoreLink;

@@ -7,8 +7,8 @@ use std::time::Instant;
 
 use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{AreaView, RingHeap, DOORBELL_BITS};
+use iwarp_shm_socket::{AccessFlags, Channel, MwKind, ObjectTotals, PeerCred, QpCap, RingRef};
 use iwarp_types::{ConnId, CqId, PdId, QpId, RegionId, SrqId};
-use iwarp_verbs_proto::{AccessFlags, Channel, MwKind, ObjectTotals, PeerCred, QpCap, RingRef};
 
 use crate::tables::{BitAlloc, Table};
 use crate::ControlConfig;

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use iwarp_engine::{AcceptParams, ConnectFailure, ConnectParams, PrivateData};
 use iwarp_shm_service::{AsyncObject, CmNotice, ServiceNotice, ServiceReply, ServiceRequest};
-use iwarp_types::AsyncEventKind;
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     Addr, AsyncEventMsg, AsyncKind, CmEvent, CmIdHandle, ConnParam, ConnectError, CqHandle,
     ErrorCode, Event, EventResourceRef, QpHandle, Request, Response, ServerMsg, SrqHandle,
     MAX_PRIVATE_DATA,
 };
+use iwarp_types::AsyncEventKind;
 
 use crate::client::{Client, CmId, CmState};
 use crate::link::{err, no_such, CoreLink, Error};

@@ -77,7 +77,7 @@ pub struct ControlConfig {
 impl Default for ControlConfig {
     fn default() -> ControlConfig {
         ControlConfig {
-            socket: iwarp_verbs_proto::default_socket_path("iwarpd"),
+            socket: iwarp_shm_socket::default_socket_path("iwarpd"),
             allow_users: Vec::new(),
             allow_groups: Vec::new(),
             admin_users: Vec::new(),

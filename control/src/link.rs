@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use iwarp_engine::CmError;
 use iwarp_shm_service::{ServiceError, ServiceHandle, ServiceNotice, ServiceReply, ServiceRequest};
+use iwarp_shm_socket::{ErrorCode, ErrorReply};
 use iwarp_types::VerbError;
-use iwarp_verbs_proto::{ErrorCode, ErrorReply};
 
 /// One core's service as the control thread uses it. [`ServiceHandle`] is the real one;
 /// tests use a fake.

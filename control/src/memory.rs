@@ -8,11 +8,11 @@ use std::sync::Arc;
 use iwarp_rdma::mem::{MrAttr, MrInfo, MwBind, MwType, StagState};
 use iwarp_shm_mem::{Backing, SharedMapping};
 use iwarp_shm_service::{ServiceReply, ServiceRequest};
-use iwarp_types::{Access, Stag};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AccessFlags, ArenaHandle, ErrorCode, MrInfoReply, MrReg, MwBindReq, MwKind, PdHandle, Request,
     Response, StagValue,
 };
+use iwarp_types::{Access, Stag};
 
 use crate::client::{Arena, Client, StagKind, StagObj};
 use crate::link::{err, no_such, CoreLink, Error};

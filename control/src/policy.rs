@@ -6,7 +6,7 @@
 
 use std::path::Path;
 
-use iwarp_verbs_proto::PeerCred;
+use iwarp_shm_socket::PeerCred;
 
 /// Longest account database file read.
 const DB_BYTES_MAX: u64 = 16 << 20;

@@ -14,7 +14,7 @@ use iwarp_shm_ring::{
     AreaView, RingHeap, DOORBELL_BITS, DOORBELL_BLOCK_BYTES, DOORBELL_OFFSET, RING_AREA_BYTES,
 };
 use iwarp_shm_service::{ServiceError, ServiceReply, ServiceRequest};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     Channel, ClientMsg, CounterSet, DeviceAttr, ErrorCode, ErrorReply, Event, Listener, PortAttr,
     RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
 };
@@ -346,7 +346,7 @@ impl<C: CoreLink> ControlServer<C> {
     pub(crate) fn adopt_as(
         &mut self,
         chan: Channel,
-        cred: iwarp_verbs_proto::PeerCred,
+        cred: iwarp_shm_socket::PeerCred,
     ) -> Option<u32> {
         self.admit_connection(chan, cred)
     }

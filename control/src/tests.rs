@@ -7,8 +7,8 @@ use std::time::Duration;
 use iwarp_rdma::QpInfo;
 use iwarp_shm_mem::RegionTable;
 use iwarp_shm_service::{ServiceError, ServiceNotice, ServiceReply, ServiceRequest};
+use iwarp_shm_socket::*;
 use iwarp_types::{CqId, PdId, QpId, QpState, SrqId, Stag};
-use iwarp_verbs_proto::*;
 
 use crate::link::CoreLink;
 use crate::policy::{AccountDb, Policy};

@@ -7,12 +7,12 @@ use iwarp_rdma::{QpAttr, QpModify};
 use iwarp_shm_ring::CqControl;
 use iwarp_shm_ring::{Consumer, Producer, Region, RingLayout, CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET};
 use iwarp_shm_service::{RingSpec, ServiceReply, ServiceRequest, WorkRing};
-use iwarp_types::QpState;
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     ChannelHandle, CqCreate, CqCreated, CqHandle, ErrorCode, PdHandle, QpCap, QpCreate, QpCreated,
     QpHandle, QpInfoReply, QpModifyReq, QpStateValue, Request, Response, RingRef, SrqCreate,
     SrqCreated, SrqHandle, SrqInfo, TermInfo,
 };
+use iwarp_types::QpState;
 
 use crate::client::{Area, Client, CmState, CompChannel, Cq, Pd, Qp, Srq};
 use crate::link::{err, no_such, CoreLink};

@@ -3,7 +3,7 @@
 //! definitions the binaries parse, so the pages never disagree with `--help`.
 //!
 //! iwarpctl and iwarp-perf are binary crates; their command-line modules have no
-//! dependency on the rest of their crate (iwarpctl's uses iwarp-verbs-proto), so they are compiled in here by path.
+//! dependency on the rest of their crate (iwarpctl's uses iwarp-shm-socket), so they are compiled in here by path.
 #![forbid(unsafe_code)]
 
 #[allow(dead_code)]

@@ -96,7 +96,7 @@ impl Cli {
     pub fn socket_path(&self) -> PathBuf {
         match &self.socket {
             Some(p) => p.clone(),
-            None => iwarp_verbs_proto::default_socket_path(&self.name),
+            None => iwarp_shm_socket::default_socket_path(&self.name),
         }
     }
 

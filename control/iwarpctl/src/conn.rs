@@ -5,7 +5,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AdminRequest, AdminResponse, Channel, ClientMsg, ErrorCode, ErrorReply, FrameError, RecvError,
     Request, Response, ServerMsg, PROTOCOL_VERSION,
 };
@@ -215,7 +215,7 @@ fn response_name(r: &Response) -> &'static str {
 mod tests {
     use super::*;
     use crate::fixture;
-    use iwarp_verbs_proto::Listener;
+    use iwarp_shm_socket::Listener;
 
     struct TempDir(PathBuf);
     impl TempDir {
@@ -276,7 +276,7 @@ mod tests {
             Request::Hello { .. } => vec![Reply(Ok(Response::Welcome(fixture::welcome())))],
             Request::Admin(AdminRequest::Status) => vec![
                 // An event and a stale reply first: both skipped.
-                Raw(ServerMsg::Event(iwarp_verbs_proto::Event::Shutdown)),
+                Raw(ServerMsg::Event(iwarp_shm_socket::Event::Shutdown)),
                 Raw(ServerMsg::Reply {
                     seq: 999,
                     result: Ok(Response::Ok),
@@ -386,7 +386,7 @@ mod tests {
             let c = l.accept().unwrap().unwrap();
             let _ = c.recv::<ClientMsg>().unwrap();
             let mut b =
-                iwarp_verbs_proto::encode(&ServerMsg::Event(iwarp_verbs_proto::Event::Shutdown))
+                iwarp_shm_socket::encode(&ServerMsg::Event(iwarp_shm_socket::Event::Shutdown))
                     .unwrap();
             b[4] = 9;
             c.send_raw(&b, &[]).unwrap();

@@ -1,6 +1,6 @@
 //! A fixed daemon state for the tests of the session and the renderers.
 
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     ClientInfo, CounterSet, DaemonStatus, DeviceAttr, ObjectInfo, ObjectTotals, PortAttr, Welcome,
 };
 
@@ -128,7 +128,7 @@ pub fn counters() -> Vec<CounterSet> {
 
 pub fn welcome() -> Welcome {
     Welcome {
-        version: iwarp_verbs_proto::PROTOCOL_VERSION,
+        version: iwarp_shm_socket::PROTOCOL_VERSION,
         client_id: 7,
         ring_area_len: 64 << 20,
         doorbells: vec![4096],

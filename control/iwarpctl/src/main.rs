@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Parser;
-use iwarp_verbs_proto::{AdminRequest, AdminResponse};
+use iwarp_shm_socket::{AdminRequest, AdminResponse};
 
 use cli::{Cli, Command, CounterArgs};
 use conn::{AdminSession, CtlError};
@@ -97,7 +97,7 @@ fn run(cli: &Cli) -> Result<String, CtlError> {
 fn read_counters(
     session: &mut AdminSession,
     label: &str,
-) -> Result<Vec<iwarp_verbs_proto::CounterSet>, CtlError> {
+) -> Result<Vec<iwarp_shm_socket::CounterSet>, CtlError> {
     match session.admin(AdminRequest::Counters)? {
         AdminResponse::Counters(c) => Ok(c),
         _ => Err(CtlError::Comm(format!(

@@ -1,6 +1,6 @@
 //! Admin answers for people (tables) and for programs (JSON).
 
-use iwarp_verbs_proto::{ClientInfo, CounterSet, DaemonStatus, ObjectInfo, ObjectTotals, PortAttr};
+use iwarp_shm_socket::{ClientInfo, CounterSet, DaemonStatus, ObjectInfo, ObjectTotals, PortAttr};
 use serde_json::{json, Map, Value};
 
 use crate::table::Table;

@@ -12,7 +12,7 @@ use iwarp_shm_mem::RegionTable;
 use iwarp_shm_service::{
     service_channel_with, PortFilter, ServiceConfig, ServiceHandle, ShmService,
 };
-use iwarp_verbs_proto::{DeviceAttr, PortAttr};
+use iwarp_shm_socket::{DeviceAttr, PortAttr};
 
 use crate::ports::OpenPort;
 

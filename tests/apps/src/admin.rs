@@ -7,7 +7,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AdminRequest, AdminResponse, Channel, ClientInfo, ClientMsg, DaemonStatus, ErrorReply, Event,
     ObjectTotals, RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
 };
@@ -192,8 +192,8 @@ impl RawClient {
     }
 }
 
-fn empty_device() -> iwarp_verbs_proto::DeviceAttr {
-    iwarp_verbs_proto::DeviceAttr {
+fn empty_device() -> iwarp_shm_socket::DeviceAttr {
+    iwarp_shm_socket::DeviceAttr {
         vendor: String::new(),
         daemon: String::new(),
         version: String::new(),

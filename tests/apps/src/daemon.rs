@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use iwarp_verbs_proto::{default_socket_path, Addr, ObjectTotals};
+use iwarp_shm_socket::{default_socket_path, Addr, ObjectTotals};
 
 use crate::admin::{is_zero, RawClient};
 use crate::system::{workspace_bin, workspace_root};
@@ -85,7 +85,7 @@ impl Daemon {
     /// stats socket (`/run/iwarpd/<name>.sock`) and its name lock (`<name>.lock`). The
     /// memif socket of the examples is abstract (no file).
     fn socket_files(&self) -> [PathBuf; 3] {
-        let dir = Path::new(iwarp_verbs_proto::DEFAULT_SOCKET_DIR);
+        let dir = Path::new(iwarp_shm_socket::DEFAULT_SOCKET_DIR);
         [
             self.socket.clone(),
             dir.join(format!("{}.sock", self.name)),

@@ -8,8 +8,8 @@ use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{
     decode_cqe, AreaView, Consumer, CqControl, DoorbellBlock, Producer, RingLayout, CQE_SLOT_SIZE,
 };
+use iwarp_shm_socket::*;
 use iwarp_types::Cqe;
-use iwarp_verbs_proto::*;
 
 use crate::admin::RawClient;
 

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use iwarp_apps_tests::admin::RawClient;
 use iwarp_apps_tests::{skip, Daemon, SystemLock};
-use iwarp_verbs_proto::*;
+use iwarp_shm_socket::*;
 
 /// What came back for one message.
 #[derive(Debug)]

@@ -12,10 +12,10 @@ use std::time::Duration;
 use iwarp_apps_tests::raw::{RawArena, RawCq, RawQp, RawVerbs};
 use iwarp_apps_tests::{skip, DaemonPair, SystemLock};
 use iwarp_shm_ring::{encode_recv_wr, encode_send_wr, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
+use iwarp_shm_socket::*;
 use iwarp_types::{
     Access, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode, WcStatus,
 };
-use iwarp_verbs_proto::*;
 
 const WAIT: Duration = Duration::from_secs(10);
 const LISTEN_PORT: u16 = 9300;

@@ -9,8 +9,8 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
 use fake::FakeDaemon;
+use iwarp_shm_socket::Request;
 use iwarp_types::{Cqe, QpId, SendOp, Stag, WcOpcode, WcStatus};
-use iwarp_verbs_proto::Request;
 
 fn crate_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

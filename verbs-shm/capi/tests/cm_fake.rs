@@ -8,13 +8,13 @@ use std::ptr::{null, null_mut};
 
 use fake::util::*;
 use fake::FakeDaemon;
-use iwarp_verbs_capi::codes::*;
-use iwarp_verbs_capi::types::*;
-use iwarp_verbs_capi::*;
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     Addr, AsyncEventMsg, AsyncKind, CmEvent, CmIdHandle, ConnParam, ConnectError, Event,
     EventResourceRef, QpHandle, Request,
 };
+use iwarp_verbs_capi::codes::*;
+use iwarp_verbs_capi::types::*;
+use iwarp_verbs_capi::*;
 
 #[test]
 fn connection_manager_events() {

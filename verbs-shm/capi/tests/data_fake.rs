@@ -9,11 +9,11 @@ use std::ptr::null_mut;
 
 use fake::util::*;
 use fake::FakeDaemon;
+use iwarp_shm_socket::{QpHandle, QpModifyReq, QpStateValue, Request};
 use iwarp_types::{Access, Cqe, QpId, SendOp, Stag, WcOpcode, WcStatus};
 use iwarp_verbs_capi::codes::*;
 use iwarp_verbs_capi::types::*;
 use iwarp_verbs_capi::*;
-use iwarp_verbs_proto::{QpHandle, QpModifyReq, QpStateValue, Request};
 
 #[test]
 fn work_requests_completions_and_notifications() {

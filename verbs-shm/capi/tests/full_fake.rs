@@ -4,9 +4,9 @@
 
 use std::ffi::{CStr, CString};
 
+use iwarp_shm_socket::{ErrorCode, ErrorReply, Listener, ServerMsg};
 use iwarp_verbs_capi::codes::*;
 use iwarp_verbs_capi::*;
-use iwarp_verbs_proto::{ErrorCode, ErrorReply, Listener, ServerMsg};
 
 #[test]
 fn a_full_daemon_answers_edaemonfull() {

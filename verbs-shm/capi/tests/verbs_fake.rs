@@ -8,10 +8,10 @@ use std::ptr::null_mut;
 
 use fake::util::*;
 use fake::FakeDaemon;
+use iwarp_shm_socket::{QpHandle, Request, SrqHandle};
 use iwarp_verbs_capi::codes::*;
 use iwarp_verbs_capi::types::*;
 use iwarp_verbs_capi::*;
-use iwarp_verbs_proto::{QpHandle, Request, SrqHandle};
 
 #[test]
 fn device_and_memory_verbs() {

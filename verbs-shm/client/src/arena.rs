@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use iwarp_shm_mem::SharedMapping;
+use iwarp_shm_socket::{ArenaHandle, Request, Response};
 use iwarp_types::{Access, RegionId, SendOp, Stag};
-use iwarp_verbs_proto::{ArenaHandle, Request, Response};
 
 use crate::context::{unexpected, CtxInner};
 use crate::mapping::ArenaMem;
@@ -76,7 +76,7 @@ impl Context {
     }
 
     /// Like [`Context::alloc_arena`]; with `hugepages_required` the daemon fails
-    /// ([`iwarp_verbs_proto::ErrorCode::OutOfMemory`]) rather than fall back to 4 KiB
+    /// ([`iwarp_shm_socket::ErrorCode::OutOfMemory`]) rather than fall back to 4 KiB
     /// pages.
     pub fn alloc_arena_with(&self, len: usize, hugepages_required: bool) -> Result<Arena> {
         if len == 0 {

@@ -6,7 +6,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use iwarp_shm_ring::CqControl;
-use iwarp_verbs_proto::{ChannelHandle, CqHandle, Request, Response};
+use iwarp_shm_socket::{ChannelHandle, CqHandle, Request, Response};
 
 use crate::context::{unexpected, CtxInner};
 use crate::notify::EventFd;

@@ -8,7 +8,7 @@ use std::os::fd::{AsFd, BorrowedFd};
 use std::sync::Arc;
 use std::time::Duration;
 
-use iwarp_verbs_proto::{Addr, CmEvent, CmIdHandle, ConnParam, Request, Response};
+use iwarp_shm_socket::{Addr, CmEvent, CmIdHandle, ConnParam, Request, Response};
 
 use crate::conn::CmRaw;
 use crate::context::{unexpected, CtxInner};
@@ -132,11 +132,11 @@ impl std::fmt::Debug for CmId {
 }
 
 fn private_data_ok(p: &[u8]) -> Result<()> {
-    if p.len() > iwarp_verbs_proto::MAX_PRIVATE_DATA {
+    if p.len() > iwarp_shm_socket::MAX_PRIVATE_DATA {
         return Err(Error::invalid(format!(
             "{} bytes of private data, at most {}",
             p.len(),
-            iwarp_verbs_proto::MAX_PRIVATE_DATA
+            iwarp_shm_socket::MAX_PRIVATE_DATA
         )));
     }
     Ok(())

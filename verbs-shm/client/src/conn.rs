@@ -8,7 +8,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AsyncEventMsg, Channel, ClientMsg, CmEvent, CmIdHandle, ErrorReply, Event, RecvError, Request,
     Response, ServerMsg,
 };
@@ -208,7 +208,7 @@ impl Conn {
         let hello = ClientMsg {
             seq: HELLO_SEQ,
             request: Request::Hello {
-                version: iwarp_verbs_proto::PROTOCOL_VERSION,
+                version: iwarp_shm_socket::PROTOCOL_VERSION,
                 name: name.chars().take(64).collect(),
             },
         };

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use iwarp_shm_mem::SharedMapping;
 use iwarp_shm_ring::{AreaView, DAEMON_RUNNING};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     default_socket_path, AsyncEventMsg, Channel, DeviceAttr, PortAttr, Request, Response, Welcome,
 };
 

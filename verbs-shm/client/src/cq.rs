@@ -8,8 +8,8 @@ use std::sync::Arc;
 use iwarp_shm_ring::{
     decode_cqe, Consumer, CqControl, RingLayout, CQE_SLOT_SIZE, CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET,
 };
+use iwarp_shm_socket::{CqCreate, CqCreated, CqHandle, Request, Response, RingRef};
 use iwarp_types::Cqe;
-use iwarp_verbs_proto::{CqCreate, CqCreated, CqHandle, Request, Response, RingRef};
 
 use crate::channel::{ChannelShared, CompChannel};
 use crate::context::{unexpected, CtxInner};

@@ -3,7 +3,7 @@
 use std::fmt;
 use std::io;
 
-use iwarp_verbs_proto::{ErrorCode, ErrorReply};
+use iwarp_shm_socket::{ErrorCode, ErrorReply};
 
 /// Result of a verbs call.
 pub type Result<T> = std::result::Result<T, Error>;

@@ -73,15 +73,15 @@ pub use srq::{Srq, SrqInitAttr};
 #[cfg(feature = "tokio")]
 pub use tokio_io::{AsyncEventStream, CmEventStream};
 
-pub use iwarp_types::{
-    Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode,
-    WcStatus, MAX_SGE,
-};
 /// The control protocol crate (all message and attribute types).
-pub use iwarp_verbs_proto as proto;
-pub use iwarp_verbs_proto::{
+pub use iwarp_shm_socket as proto;
+pub use iwarp_shm_socket::{
     Addr, ArenaHandle, AsyncEventMsg, AsyncKind, ChannelHandle, CmEvent, CmIdHandle, ConnParam,
     ConnectError, CqHandle, DeviceAttr, ErrorCode, ErrorReply, EventResourceRef, MrInfoReply,
     MwKind, PdHandle, PortAttr, QpCap, QpHandle, QpInfoReply, QpModifyReq, QpStateValue, SrqHandle,
     SrqInfo, TermInfo,
+};
+pub use iwarp_types::{
+    Access, Cqe, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Sge, Stag, WcOpcode,
+    WcStatus, MAX_SGE,
 };

@@ -4,10 +4,10 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use iwarp_types::{Access, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     AccessFlags, MrInfoReply, MrReg, MwBindReq, MwKind, Request, Response, StagValue,
 };
+use iwarp_types::{Access, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
 
 use crate::arena::{Arena, ArenaShared};
 use crate::context::unexpected;

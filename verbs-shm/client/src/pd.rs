@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use iwarp_verbs_proto::{PdHandle, Request, Response};
+use iwarp_shm_socket::{PdHandle, Request, Response};
 
 use crate::context::{unexpected, CtxInner};
 use crate::{Context, Result};

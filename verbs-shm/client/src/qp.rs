@@ -5,10 +5,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use iwarp_shm_ring::RingLayout;
-use iwarp_types::{RecvWr, SendWr};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     CmIdHandle, QpCap, QpCreate, QpCreated, QpHandle, QpInfoReply, QpModifyReq, Request, Response,
 };
+use iwarp_types::{RecvWr, SendWr};
 
 use crate::context::{unexpected, CtxInner};
 use crate::cq::{Cq, CqShared};

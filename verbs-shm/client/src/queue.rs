@@ -4,8 +4,8 @@
 use iwarp_shm_ring::{
     encode_recv_wr, encode_send_wr, DoorbellBlock, Producer, RingError, RingLayout,
 };
+use iwarp_shm_socket::RingRef;
 use iwarp_types::{RecvWr, SendWr};
-use iwarp_verbs_proto::RingRef;
 
 use crate::context::CtxInner;
 use crate::{Error, Result};

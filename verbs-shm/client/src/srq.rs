@@ -5,8 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use iwarp_shm_ring::RingLayout;
+use iwarp_shm_socket::{Request, Response, SrqCreate, SrqHandle, SrqInfo};
 use iwarp_types::RecvWr;
-use iwarp_verbs_proto::{Request, Response, SrqCreate, SrqHandle, SrqInfo};
 
 use crate::context::{unexpected, CtxInner};
 use crate::mr::expect_ok;

@@ -10,11 +10,11 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use iwarp_shm_ring::{decode_send_wr, DoorbellSet, SEND_SLOT_SIZE};
-use iwarp_types::{Access, Cqe, QpId, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
-use iwarp_types::{WcOpcode, WcStatus};
-use iwarp_verbs_proto::{
+use iwarp_shm_socket::{
     Addr, AsyncEventMsg, AsyncKind, CmEvent, CmIdHandle, Event, EventResourceRef,
 };
+use iwarp_types::{Access, Cqe, QpId, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, Stag};
+use iwarp_types::{WcOpcode, WcStatus};
 
 use crate::*;
 use fake::FakeDaemon;
@@ -412,8 +412,8 @@ fn open_path_without_daemon_names_the_path() {
 
 /// A daemon that refuses the connection before reading anything (sequence number 0)
 /// and closes.
-fn refusing_daemon(code: iwarp_verbs_proto::ErrorCode) -> iwarp_verbs_proto::Channel {
-    use iwarp_verbs_proto::{Channel, ErrorReply, ServerMsg};
+fn refusing_daemon(code: iwarp_shm_socket::ErrorCode) -> iwarp_shm_socket::Channel {
+    use iwarp_shm_socket::{Channel, ErrorReply, ServerMsg};
     let (client, daemon) = Channel::pair().unwrap();
     daemon
         .send(
@@ -430,7 +430,7 @@ fn refusing_daemon(code: iwarp_verbs_proto::ErrorCode) -> iwarp_verbs_proto::Cha
 
 #[test]
 fn a_full_daemon_is_full_not_gone() {
-    use iwarp_verbs_proto::ErrorCode;
+    use iwarp_shm_socket::ErrorCode;
     // The daemon closed before the Hello was sent: the send fails, the answer waits.
     let e = Context::from_channel(refusing_daemon(ErrorCode::DaemonFull)).unwrap_err();
     assert!(matches!(e, Error::DaemonFull(_)), "{e:?}");
@@ -442,7 +442,7 @@ fn a_full_daemon_is_full_not_gone() {
     let e = Context::from_channel(refusing_daemon(ErrorCode::PermissionDenied)).unwrap_err();
     assert_eq!(e.code(), Some(ErrorCode::PermissionDenied), "{e:?}");
     // A daemon that closes without a word is gone.
-    let (client, daemon) = iwarp_verbs_proto::Channel::pair().unwrap();
+    let (client, daemon) = iwarp_shm_socket::Channel::pair().unwrap();
     drop(daemon);
     let e = Context::from_channel(client).unwrap_err();
     assert!(matches!(e, Error::DaemonGone), "{e:?}");

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use iwarp_verbs_proto::Channel;
+use iwarp_shm_socket::Channel;
 use rustix::event::{poll, PollFd, PollFlags};
 
 /// Reconnects per round at most.

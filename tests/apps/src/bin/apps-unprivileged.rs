@@ -1,7 +1,7 @@
 //! Connects to a verbs socket (argument 1) and says `Hello`; prints the outcome. The
 //! malicious-client suite runs it as user `nobody`, whom the default policy refuses.
 
-use iwarp_verbs_proto::{Channel, ClientMsg, Request, ServerMsg, PROTOCOL_VERSION};
+use iwarp_shm_socket::{Channel, ClientMsg, Request, ServerMsg, PROTOCOL_VERSION};
 
 fn main() {
     let path = std::env::args()
@@ -29,7 +29,7 @@ fn main() {
     }
     let mut first = chan.recv::<ServerMsg>();
     // Closed before the daemon read the Hello: the reset comes first, the answer next.
-    if matches!(&first, Err(iwarp_verbs_proto::RecvError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset)
+    if matches!(&first, Err(iwarp_shm_socket::RecvError::Io(e)) if e.kind() == std::io::ErrorKind::ConnectionReset)
     {
         first = chan.recv::<ServerMsg>();
     }
@@ -39,7 +39,7 @@ fn main() {
             // The daemon closes the connection after refusing.
             let closed = matches!(
                 chan.recv::<ServerMsg>(),
-                Err(iwarp_verbs_proto::RecvError::Closed)
+                Err(iwarp_shm_socket::RecvError::Closed)
             );
             println!("closed afterwards: {closed}");
         }

@@ -16,8 +16,8 @@ use iwarp_shm_ring::{
     decode_recv_wr, decode_send_wr, encode_cqe, AreaView, Consumer, Producer, RingHeap, RingLayout,
     CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET, RECV_SLOT_SIZE, RING_AREA_BYTES, SEND_SLOT_SIZE,
 };
+use iwarp_shm_socket::*;
 use iwarp_types::{Cqe, RecvWr, SendWr};
-use iwarp_verbs_proto::*;
 
 struct Qp {
     sq: Consumer,

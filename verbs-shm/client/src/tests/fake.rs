@@ -9,8 +9,8 @@ use iwarp_shm_ring::{
     encode_cqe, AreaView, Consumer, DoorbellSet, Producer, RingHeap, RingLayout, CQE_SLOT_SIZE,
     CQ_CONTROL_BYTES, CQ_CONTROL_OFFSET, RING_AREA_BYTES,
 };
+use iwarp_shm_socket::*;
 use iwarp_types::Cqe;
-use iwarp_verbs_proto::*;
 
 use crate::Context;
 use iwarp_shm_mem::{Backing, SharedMapping};
