@@ -116,7 +116,7 @@ for f in "$D.man.tmp"/*.1; do
 done
 rm -rf "$D.man.tmp"
 
-put 0644 "$ROOT/dataplane/iwarpd/systemd/iwarpd@.service" "$DESTDIR$UNITDIR/iwarpd@.service"
+put 0644 "$ROOT/control/iwarpd/systemd/iwarpd@.service" "$DESTDIR$UNITDIR/iwarpd@.service"
 sed -i "s|/usr/bin/iwarpd|$PREFIX/bin/iwarpd|; s|/etc/iwarpd/|$SYSCONFDIR/iwarpd/|g" \
     "$DESTDIR$UNITDIR/iwarpd@.service"
 for f in "$ROOT"/config/examples/*.toml; do
