@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A long randomized-simulation campaign: RUNS fresh seeds (default 100000) of
-# tests/tests/random.rs, release build, in batches so that progress shows as it goes.
+# tests/sim/tests/random.rs, release build, in batches so that progress shows as it goes.
 # Failed runs do not stop the campaign: each prints its seed (replay one with
 # `IWARP_SEED=0x... cargo test -p iwarp-sim --test random --release`).
 #
