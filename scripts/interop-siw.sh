@@ -691,7 +691,7 @@ cell_abort_by_iwarpd() {
         || { REASON="iwarpd's abort put neither a RST nor a Terminate on the wire"; return 1; }
 }
 
-# ---- perftest (iwarp-perftest, benches/iwarp-perf) ----
+# ---- perftest (iwarp-perftest, benches/perf) ----
 
 IW_PERFTEST=$TGT/debug/iwarp-perftest
 

@@ -7,7 +7,7 @@
 #![forbid(unsafe_code)]
 
 #[allow(dead_code)]
-#[path = "../../../benches/iwarp-perf/src/args.rs"]
+#[path = "../../../benches/perf/src/args.rs"]
 mod iwarp_perf_args;
 #[allow(dead_code)]
 #[path = "../../iwarpctl/src/cli.rs"]
