@@ -16,8 +16,8 @@ use std::process::{Child, ChildStdout, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-use iwarp_apps_tests::side::*;
-use iwarp_apps_tests::{skip, Daemon, DaemonPair, SystemLock};
+use iwarp_apps::side::*;
+use iwarp_apps::{skip, Daemon, DaemonPair, SystemLock};
 use iwarp_verbs::*;
 
 const A_IP: [u8; 4] = [198, 18, 0, 1];

@@ -9,8 +9,8 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use futures_core::Stream;
-use iwarp_apps_tests::side::{pattern, ARENA_BYTES};
-use iwarp_apps_tests::{skip, DaemonPair, SystemLock};
+use iwarp_apps::side::{pattern, ARENA_BYTES};
+use iwarp_apps::{skip, DaemonPair, SystemLock};
 use iwarp_verbs::*;
 
 const PORT: u16 = 7180;

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use iwarp_apps_tests::system::workspace_root;
-use iwarp_apps_tests::{skip, Daemon, DaemonPair, SystemLock};
+use iwarp_apps::system::workspace_root;
+use iwarp_apps::{skip, Daemon, DaemonPair, SystemLock};
 
 /// Generous: the whole run of one example pair on a loaded 2-core machine.
 const RUN_TIMEOUT: Duration = Duration::from_secs(120);

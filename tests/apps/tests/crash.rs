@@ -14,8 +14,8 @@ use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iwarp_apps_tests::side::Side;
-use iwarp_apps_tests::{skip, DaemonPair, SystemLock};
+use iwarp_apps::side::Side;
+use iwarp_apps::{skip, DaemonPair, SystemLock};
 use iwarp_verbs::*;
 use rand::{Rng, SeedableRng};
 
@@ -254,7 +254,7 @@ fn crash_cycles(seed: u64) {
 
 /// `iwarpctl status --json` of the daemon: every object total is 0.
 fn iwarpctl_shows_zero(socket: &std::path::Path) {
-    let bin = iwarp_apps_tests::system::workspace_bin("iwarpctl", "iwarpctl");
+    let bin = iwarp_apps::system::workspace_bin("iwarpctl", "iwarpctl");
     let out = Command::new(bin)
         .arg("--socket")
         .arg(socket)

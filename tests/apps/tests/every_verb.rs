@@ -10,8 +10,8 @@
 use std::net::SocketAddrV4;
 use std::time::Duration;
 
-use iwarp_apps_tests::side::*;
-use iwarp_apps_tests::{skip, DaemonPair, SystemLock};
+use iwarp_apps::side::*;
+use iwarp_apps::{skip, DaemonPair, SystemLock};
 use iwarp_verbs::*;
 
 const A_IP: [u8; 4] = [198, 18, 0, 1];

@@ -7,8 +7,8 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-use iwarp_apps_tests::admin::RawClient;
-use iwarp_apps_tests::{skip, Daemon, SystemLock};
+use iwarp_apps::admin::RawClient;
+use iwarp_apps::{skip, Daemon, SystemLock};
 use iwarp_shm_socket::*;
 
 /// What came back for one message.

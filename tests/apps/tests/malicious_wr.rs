@@ -9,8 +9,8 @@
 
 use std::time::Duration;
 
-use iwarp_apps_tests::raw::{RawArena, RawCq, RawQp, RawVerbs};
-use iwarp_apps_tests::{skip, DaemonPair, SystemLock};
+use iwarp_apps::raw::{RawArena, RawCq, RawQp, RawVerbs};
+use iwarp_apps::{skip, DaemonPair, SystemLock};
 use iwarp_shm_ring::{encode_recv_wr, encode_send_wr, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
 use iwarp_shm_socket::*;
 use iwarp_types::{

@@ -376,12 +376,7 @@ fn finish(child: Child, within: Duration, what: &str) -> String {
 }
 
 /// One server and one client of `exe` with `args`; the client's output.
-fn pingpong_once(
-    pair: &iwarp_apps_tests::DaemonPair,
-    exe: &Path,
-    port: u16,
-    args: &[&str],
-) -> String {
+fn pingpong_once(pair: &iwarp_apps::DaemonPair, exe: &Path, port: u16, args: &[&str]) -> String {
     let port_s = port.to_string();
     let mut server = Command::new(exe)
         .args(["server", "-p", &port_s])
@@ -415,12 +410,12 @@ fn pingpong_once(
 
 #[test]
 fn pingpong_between_two_daemons() {
-    if iwarp_apps_tests::skip("pingpong_between_two_daemons") {
+    if iwarp_apps::skip("pingpong_between_two_daemons") {
         return;
     }
     let dir = build_examples();
-    let _lock = iwarp_apps_tests::SystemLock::acquire();
-    let mut pair = iwarp_apps_tests::DaemonPair::start("capi");
+    let _lock = iwarp_apps::SystemLock::acquire();
+    let mut pair = iwarp_apps::DaemonPair::start("capi");
     let runs: [(&str, &[&str]); 4] = [
         // Busy polling with two daemons polling on a 2-CPU machine: few iterations.
         ("pingpong", &["-n", "300", "-s", "64"]),

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use iwarp_apps_tests::{Daemon, SystemLock};
+use iwarp_apps::{Daemon, SystemLock};
 
 #[test]
 fn verbs_objects_through_rdma_cores_header() {
@@ -104,14 +104,14 @@ fn run_rc_cm(tag: &str, port: &str, mode: &[&str]) -> (String, String) {
     let lib = lib_dir(tag);
     let prog = compile_c("rc_cm", &lib, &["-lrdmacm"]);
     let _lock = SystemLock::acquire();
-    let pair = iwarp_apps_tests::DaemonPair::start(tag);
+    let pair = iwarp_apps::DaemonPair::start(tag);
     let dir_a = verbs_dir_of(&format!("{tag}-a"), &pair.a);
     let dir_b = verbs_dir_of(&format!("{tag}-b"), &pair.b);
     let ip = format!(
         "{}.{}.{}.{}",
         pair.a.ip[0], pair.a.ip[1], pair.a.ip[2], pair.a.ip[3]
     );
-    let run = iwarp_apps_tests::system::workspace_root().join("scripts/iwarp-run");
+    let run = iwarp_apps::system::workspace_root().join("scripts/iwarp-run");
     let mut server = std::process::Command::new(&run)
         .arg(&prog)
         .args(["server", &ip, port])

@@ -5,7 +5,7 @@
 mod common;
 
 use common::*;
-use iwarp_apps_tests::{Daemon, SystemLock};
+use iwarp_apps::{Daemon, SystemLock};
 
 /// The value printed after `key:` on a line of `ibv_devinfo` (tabs trimmed).
 fn field<'a>(out: &'a str, key: &str) -> Option<&'a str> {

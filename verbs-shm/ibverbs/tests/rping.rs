@@ -13,8 +13,8 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use iwarp_apps_tests::system::workspace_root;
-use iwarp_apps_tests::{DaemonPair, SystemLock};
+use iwarp_apps::system::workspace_root;
+use iwarp_apps::{DaemonPair, SystemLock};
 
 /// Pings per run.
 const COUNT: u32 = 100;

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use iwarp_apps_tests::side::{empty_cqe, pattern};
+use iwarp_apps::side::{empty_cqe, pattern};
 use iwarp_verbs::*;
 
 const CHUNK: usize = 4096;

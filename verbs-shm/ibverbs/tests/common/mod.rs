@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use iwarp_apps_tests::system::{skip_reason, workspace_root};
+use iwarp_apps::system::{skip_reason, workspace_root};
 
 /// `target/<profile>`: the test executable lives in `target/<profile>/deps`.
 pub fn profile_dir() -> PathBuf {
@@ -53,7 +53,7 @@ pub fn lib_dir(tag: &str) -> PathBuf {
 }
 
 /// A directory listing only the daemon `d` (other daemons of the machine stay out).
-pub fn verbs_dir_of(tag: &str, d: &iwarp_apps_tests::Daemon) -> PathBuf {
+pub fn verbs_dir_of(tag: &str, d: &iwarp_apps::Daemon) -> PathBuf {
     let dir = temp_dir(&format!("verbs-{tag}"));
     std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).expect("symlink");
     dir
