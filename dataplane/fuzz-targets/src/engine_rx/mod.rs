@@ -19,7 +19,7 @@ use iwarp_wire::l2l4::{
 };
 
 use crate::cursor::Cursor;
-use node::{Node, FRAME_MAX, READABLE_END, RECV_AREA, RECV_LEN, WRITABLE_END};
+use node::{Node, FRAME_MAX, RCV_WND, READABLE_END, RECV_AREA, RECV_LEN, WRITABLE_END};
 
 /// Most operations one input drives.
 const MAX_OPS: usize = 64;
@@ -31,6 +31,17 @@ const TEMPLATES: usize = 32;
 const KEEP_CHECKSUMS: u8 = 0x10;
 /// The listening port.
 const PORT: u16 = 4791;
+/// Where the final transfer's RDMA Write lands in B's writable region: `[FINAL_WRITE,
+/// FINAL_WRITE + 3000)`.
+const FINAL_WRITE: u64 = RECV_AREA + 4096;
+/// The input's own Writes land at or above this, never where the final Write lands. An
+/// attacker that can inject in-window TCP segments (what the input does) can replay a
+/// whole FPDU it saw, at a stream position where it replaces the peer's bytes (TCP keeps
+/// the first copy it holds; the replayed FPDU's CRC is right; a tagged Write has no
+/// sequence number above TCP's): Linux behaves the same, and nothing short of a MAC could
+/// tell. So bytes the input's Writes could have carried prove nothing; what it cannot
+/// have seen (the final Write's region) must arrive intact.
+const INPUT_WRITES: u64 = RECV_AREA + 8192;
 
 /// Legitimate operations of A.
 #[derive(Clone, Copy)]
@@ -144,7 +155,7 @@ impl Pair {
         let (op, sge) = match kind {
             Legit::Write => (
                 SendOp::Write {
-                    remote_to: RECV_AREA + to % room(WRITABLE_END - RECV_AREA),
+                    remote_to: INPUT_WRITES + to % room(WRITABLE_END - INPUT_WRITES),
                     rkey: self.b.writable,
                 },
                 (RECV_AREA, self.a.writable),
@@ -300,9 +311,48 @@ fn run(data: &[u8]) -> bool {
     true
 }
 
+/// A's RDMA Writes into the input's region until more than a receive window of stream
+/// has passed: a segment the input forged in the window it saw (kept out of order by B's
+/// TCP, which keeps the first copy) can only replace bytes of these Writes, never those
+/// of the final transfer. False if the connection went down.
+fn flush_window(p: &mut Pair) -> bool {
+    let len = (WRITABLE_END - INPUT_WRITES) as u32;
+    let mut sent = 0u32;
+    // Batches of 16 (the send queue holds 32; the input may have left some WRs).
+    while sent <= RCV_WND {
+        for _ in 0..16 {
+            let wr = SendWr {
+                wr_id: 0xf1,
+                op: SendOp::Write {
+                    remote_to: INPUT_WRITES,
+                    rkey: p.b.writable,
+                },
+                sgl: SgList::single(Sge {
+                    addr: RECV_AREA,
+                    length: len,
+                    lkey: p.a.writable,
+                }),
+                flags: SendFlags::NONE,
+            };
+            if p.a.eng.post_send(p.a.qp, &wr).is_err() {
+                return false;
+            }
+            sent += len;
+        }
+        p.run(true, Duration::from_secs(120));
+        if !(p.a.rts() && p.b.rts()) {
+            return false;
+        }
+    }
+    true
+}
+
 /// A Send and an RDMA Write with known bytes must arrive intact on a connection that is
 /// still up.
 fn final_transfer(p: &mut Pair) {
+    if !flush_window(p) {
+        return;
+    }
     let data: Vec<u8> = (0..3000u32).map(|i| (i * 7 + 1) as u8).collect();
     let src = RECV_AREA as usize + 16 * 1024;
     p.a.mem.arena_mut(p.a.arena)[src..src + data.len()].copy_from_slice(&data);
@@ -326,7 +376,7 @@ fn final_transfer(p: &mut Pair) {
     let write = wr(
         0xa2,
         SendOp::Write {
-            remote_to: RECV_AREA + 4096,
+            remote_to: FINAL_WRITE,
             rkey: p.b.writable,
         },
     );
@@ -364,7 +414,7 @@ fn final_transfer(p: &mut Pair) {
             .map(|(_, at)| *at as usize)
             .expect("a receive we posted");
     assert_eq!(&p.b.mem.arena(p.b.arena)[at..at + data.len()], &data[..]);
-    let w = RECV_AREA as usize + 4096;
+    let w = FINAL_WRITE as usize;
     assert_eq!(
         &p.b.mem.arena(p.b.arena)[w..w + data.len()],
         &data[..],

@@ -27,6 +27,10 @@ pub(super) const FRAME_MAX: usize = 1514;
 /// Length of each posted receive.
 pub(super) const RECV_LEN: u32 = 4096;
 
+/// The receive window each node advertises (the default's size; the final transfer's
+/// window flush, `flush_window`, sends more than this).
+pub(super) const RCV_WND: u32 = 1 << 20;
+
 /// The configuration of node `last` (10.0.0.`last`), with small tables.
 pub(super) fn config(last: u8) -> EngineConfig {
     EngineConfig {
@@ -36,6 +40,7 @@ pub(super) fn config(last: u8) -> EngineConfig {
         stag_seed: u64::from(last) * 0x9e37,
         tcp: TcpConfig {
             max_retries: 6,
+            rcv_wnd_bytes: RCV_WND,
             ..TcpConfig::default()
         },
         mpa: MpaConfig {
