@@ -50,6 +50,10 @@ command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
 command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
 command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
+# The package test (scripts/package-test.sh): the client library's SONAME is set with
+# patchelf, the unit is checked with systemd-analyze (no systemd as PID 1 needed).
+command -v patchelf >/dev/null 2>&1 || need+=(patchelf)
+command -v systemd-analyze >/dev/null 2>&1 || need+=(systemd)
 # bindgen needs libclang itself (libclang-NN.so), not libclang-cpp, which other packages bring.
 ls /usr/lib/llvm-*/lib/libclang.so /usr/lib/x86_64-linux-gnu/libclang-[0-9]*.so* >/dev/null 2>&1 || need+=(libclang-dev)
 if [ ${#need[@]} -gt 0 ]; then
@@ -60,6 +64,11 @@ if [ ${#need[@]} -gt 0 ]; then
   echo "wireshark-common wireshark-common/install-setuid boolean false" | debconf-set-selections
   echo "iperf3 iperf3/start_daemon boolean false" | debconf-set-selections
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+# The Debian package is built by cargo-deb (a cargo subcommand, not packaged by Debian).
+if ! cargo deb --version >/dev/null 2>&1; then
+  echo "setup: installing cargo-deb"
+  cargo install cargo-deb --locked --quiet
 fi
 pages=${IWARP_HUGEPAGES:-512}
 hp=/sys/kernel/mm/hugepages/hugepages-2048kB

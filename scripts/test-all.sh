@@ -6,7 +6,7 @@
 # over a veth, the shared-memory verbs tests (client processes on two daemons, admission
 # under a flood), the drop-in libraries' tests. Then as stages: the pcap check, the
 # restart-after-kill loop, Debian's unmodified RDMA tools over the drop-in libraries, the
-# loom models of the shared-memory rings, and the interop matrix against Linux siw in a
+# Debian package (install, demo, purge), the loom models of the shared-memory rings, and the interop matrix against Linux siw in a
 # QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
 # Needs root (DPDK, network namespaces, QEMU). Every stage runs; the exit status is 1 if
 # any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix (about 6 minutes).
@@ -40,6 +40,9 @@ stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
 stage "restart-loop" bash scripts/restart-loop.sh "${IWARP_RESTART_TRIES:-20}"
 # Debian's unmodified rdma-core tools through the drop-in libraries (docs/DROPIN.md).
 stage "demo-dropin" env DEMO_PROFILE=debug bash scripts/demo-dropin.sh
+# The Debian package: built, installed into an empty root, the memif demo run from the
+# installed paths, purged without leftovers (docs/SERVICE.md; the debug build).
+stage "package-test" bash scripts/package-test.sh --debug
 # The shared-memory rings, doorbells and CQ arming under loom's model checker (its own
 # target directory: --cfg loom rebuilds the dependencies).
 stage "loom" env CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg loom" \

@@ -26,6 +26,7 @@ fn add(t: &mut ObjectTotals, o: ObjectTotals) {
 impl<C: CoreLink> ControlServer<C> {
     pub(crate) fn admin(&mut self, id: u32, a: AdminRequest) -> Result<Response, ErrorReply> {
         let is_admin = self.clients.get(&id).is_some_and(|c| c.admin);
+        // A client may look at its own objects; acting on any needs the admin policy.
         let own = matches!(a, AdminRequest::Objects(Some(x)) if x == id);
         if !is_admin && !own {
             return Err(err(
@@ -66,8 +67,73 @@ impl<C: CoreLink> ControlServer<C> {
                 AdminResponse::Objects(out)
             }
             AdminRequest::Counters => AdminResponse::Counters(self.counters()),
+            AdminRequest::DisconnectClient(target) => {
+                AdminResponse::Done(self.disconnect_client(id, target)?)
+            }
+            AdminRequest::ResetQp { client, qp } => AdminResponse::Done(self.reset_qp(client, qp)?),
         };
         Ok(Response::Admin(r))
+    }
+
+    /// `DisconnectClient`: what the daemon does for a client that went away, done on
+    /// purpose (its area says the daemon is gone, its socket closes, teardown).
+    fn disconnect_client(&mut self, asker: u32, target: u32) -> Result<String, ErrorReply> {
+        if target == asker {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                "a client cannot disconnect itself this way (it says Bye)",
+            ));
+        }
+        let Some(c) = self.clients.get(&target) else {
+            return Err(err(ErrorCode::NoSuchObject, format!("no client {target}")));
+        };
+        let (name, pid) = (c.name.clone(), c.cred.pid);
+        if let Some(a) = &c.area {
+            a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
+        }
+        c.chan.shutdown();
+        self.drop_client(target);
+        Ok(format!(
+            "client {target} ({name:?}, pid {pid}) disconnected; its objects are freed"
+        ))
+    }
+
+    /// `ResetQp`: Modify QP to Error (verbs 6.2.2: flush, an established connection is
+    /// reset), and a QP-fatal event to the owner, who did not ask for it.
+    fn reset_qp(&mut self, client: u32, qp: u32) -> Result<String, ErrorReply> {
+        let Some(c) = self.clients.get_mut(&client) else {
+            return Err(err(ErrorCode::NoSuchObject, format!("no client {client}")));
+        };
+        let Some(q) = c.qps.get(qp) else {
+            return Err(err(
+                ErrorCode::NoSuchObject,
+                format!("client {client} has no QP {qp}"),
+            ));
+        };
+        let (core, id) = (q.core, q.id);
+        let modify = iwarp_rdma::QpModify {
+            state: Some(iwarp_types::QpState::Error),
+            ..iwarp_rdma::QpModify::default()
+        };
+        self.ctx.call(
+            core,
+            ServiceRequest::ModifyQp {
+                client,
+                qp: id,
+                modify,
+            },
+            "ModifyQp",
+        )?;
+        crate::cm::send_event(
+            c,
+            iwarp_shm_socket::Event::Async(iwarp_shm_socket::AsyncEventMsg {
+                resource: iwarp_shm_socket::EventResourceRef::Qp(QpHandle(qp)),
+                kind: iwarp_shm_socket::AsyncKind::LocalQpCatastrophic,
+            }),
+        );
+        Ok(format!(
+            "QP {qp} of client {client} moved to Error (flushed; its connection, if any, reset)"
+        ))
     }
 
     fn status(&self) -> DaemonStatus {

@@ -335,7 +335,7 @@ fn close<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, abort: b
     Ok(Response::Ok.into())
 }
 
-fn send_event(c: &mut Client, e: Event) {
+pub(crate) fn send_event(c: &mut Client, e: Event) {
     if c.chan.send(&ServerMsg::Event(e), &[]).is_err() {
         c.events_dropped += 1;
     }

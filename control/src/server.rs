@@ -616,7 +616,7 @@ impl<C: CoreLink> ControlServer<C> {
         }
     }
 
-    fn drop_client(&mut self, id: u32) {
+    pub(crate) fn drop_client(&mut self, id: u32) {
         if let Some(c) = self.clients.remove(&id) {
             crate::teardown::teardown(&mut self.ctx, c);
         }

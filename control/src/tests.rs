@@ -1044,3 +1044,153 @@ fn query_port_answers_the_live_link_state() {
     assert_eq!(query(&mut p, &mut s), (false, 0));
     assert!(!s.ports()[0].link_up);
 }
+
+/// A PD, a CQ and a QP of `p` (the QP's handle).
+fn make_qp(p: &mut Peer, s: &mut ControlServer<FakeCore>) -> QpHandle {
+    let pd = ok(p.call(s, Request::AllocPd), |r| match r {
+        Response::Pd(x) => Some(x),
+        _ => None,
+    });
+    let cq = ok(
+        p.call(
+            s,
+            Request::CreateCq(CqCreate {
+                depth: 16,
+                channel: None,
+            }),
+        ),
+        |r| match r {
+            Response::Cq(x) => Some(x),
+            _ => None,
+        },
+    );
+    let qp = QpCreate {
+        pd,
+        send_cq: cq.cq,
+        recv_cq: cq.cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 8,
+            max_recv_wr: 8,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+        },
+        sq_sig_all: true,
+        ord: 1,
+        ird: 1,
+        remote_read: true,
+        remote_write: true,
+        bind_enabled: false,
+        for_cm_id: None,
+    };
+    ok(p.call(s, Request::CreateQp(qp)), |r| match r {
+        Response::Qp(x) => Some(x.qp),
+        _ => None,
+    })
+}
+
+/// `iwarpctl qp reset` and `disconnect-client` (issue 16 item 4): the QP goes to Error on
+/// its core and its owner gets a QP-fatal event; a disconnected client is torn down on
+/// every core and its socket closes; unknown ids, and a client naming itself, are refused
+/// with their codes; a client that is not admin is refused.
+#[test]
+fn admin_resets_a_qp_and_disconnects_a_client() {
+    let (mut s, log, _) = server(false);
+    let (mut p, wp) = connect(&mut s);
+    let (mut o, wo) = connect(&mut s);
+    let qp = make_qp(&mut p, &mut s);
+
+    let done = |r: (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>)| match r.0 {
+        Ok(Response::Admin(AdminResponse::Done(what))) => what,
+        other => panic!("{other:?}"),
+    };
+    let code = |r: (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>)| r.0.unwrap_err().code;
+
+    let what = done(o.call(
+        &mut s,
+        Request::Admin(AdminRequest::ResetQp {
+            client: wp.client_id,
+            qp: qp.0,
+        }),
+    ));
+    assert!(what.contains("Error"), "{what}");
+    assert!(
+        log.lock()
+            .unwrap()
+            .requests
+            .iter()
+            .any(|r| r.ends_with(":ModifyQp")),
+        "ModifyQp reached the QP's core"
+    );
+    // The owner hears of it.
+    let mut fatal = false;
+    for _ in 0..50 {
+        s.step(Duration::from_millis(1));
+        if let Ok((ServerMsg::Event(Event::Async(a)), _)) = p.chan.recv::<ServerMsg>() {
+            assert_eq!(a.resource, EventResourceRef::Qp(qp));
+            assert_eq!(a.kind, AsyncKind::LocalQpCatastrophic);
+            fatal = true;
+            break;
+        }
+    }
+    assert!(fatal, "no QP-fatal event");
+    assert_eq!(
+        code(o.call(
+            &mut s,
+            Request::Admin(AdminRequest::ResetQp {
+                client: wp.client_id,
+                qp: qp.0 + 100,
+            }),
+        )),
+        ErrorCode::NoSuchObject
+    );
+    assert_eq!(
+        code(o.call(
+            &mut s,
+            Request::Admin(AdminRequest::DisconnectClient(wo.client_id))
+        )),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        code(o.call(&mut s, Request::Admin(AdminRequest::DisconnectClient(9999)))),
+        ErrorCode::NoSuchObject
+    );
+
+    let what = done(o.call(
+        &mut s,
+        Request::Admin(AdminRequest::DisconnectClient(wp.client_id)),
+    ));
+    assert!(what.contains("disconnected"), "{what}");
+    assert_eq!(s.clients(), 1);
+    assert_eq!(
+        log.lock().unwrap().detached,
+        vec![wp.client_id, wp.client_id],
+        "torn down on both cores"
+    );
+    // Its socket is closed: what it reads ends.
+    let mut closed = false;
+    for _ in 0..50 {
+        match p.chan.recv::<ServerMsg>() {
+            Err(RecvError::Closed) => {
+                closed = true;
+                break;
+            }
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    assert!(closed, "the disconnected client's socket stays open");
+
+    // Not an admin: refused.
+    let db = AccountDb::from_text("", "");
+    s.set_policy(Policy::resolve(&db, &[], &[], &[]).unwrap(), db);
+    for c in s.clients.values_mut() {
+        c.admin = false;
+    }
+    assert_eq!(
+        code(o.call(
+            &mut s,
+            Request::Admin(AdminRequest::DisconnectClient(wp.client_id))
+        )),
+        ErrorCode::NotAdmin
+    );
+}

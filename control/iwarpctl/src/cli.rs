@@ -54,6 +54,31 @@ pub enum Command {
     Mrs(ObjectFilter),
     /// Dataplane counters, per core and summed; with --watch, what changed every interval.
     Counters(CounterArgs),
+    /// Ends client ID's session (admin only): its socket closes, its calls answer that
+    /// the daemon is gone, its objects are freed and its connections reset.
+    DisconnectClient {
+        /// The client, as `iwarpctl clients` shows it.
+        #[arg(value_name = "ID")]
+        id: u32,
+    },
+    /// Acts on one queue pair (admin only).
+    #[command(subcommand)]
+    Qp(QpCommand),
+}
+
+/// `iwarpctl qp ...`.
+#[derive(Debug, Subcommand, PartialEq, Eq, Clone, Copy)]
+pub enum QpCommand {
+    /// Moves QP ID of client --client to Error: its WRs are flushed, its connection (if
+    /// any) reset, and its owner gets a QP-fatal asynchronous event.
+    Reset {
+        /// The QP's handle, as `iwarpctl qps` shows it.
+        #[arg(value_name = "ID")]
+        id: u32,
+        /// The client that owns it.
+        #[arg(long, value_name = "CLIENT")]
+        client: u32,
+    },
 }
 
 /// Options of `counters`.
@@ -176,5 +201,23 @@ mod tests {
             })
         );
         assert!(c.json);
+    }
+
+    #[test]
+    fn actions() {
+        let c = parse(&["disconnect-client", "12", "--json"]).unwrap();
+        assert_eq!(c.command, Command::DisconnectClient { id: 12 });
+        assert!(c.json);
+        let c = parse(&["qp", "reset", "3", "--client", "12"]).unwrap();
+        assert_eq!(
+            c.command,
+            Command::Qp(QpCommand::Reset { id: 3, client: 12 })
+        );
+        assert!(
+            parse(&["qp", "reset", "3"]).is_err(),
+            "--client is required"
+        );
+        assert!(parse(&["disconnect-client"]).is_err());
+        assert!(parse(&["qp", "frobnicate", "3"]).is_err());
     }
 }

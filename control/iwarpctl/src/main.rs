@@ -3,6 +3,7 @@
 //! ```text
 //! iwarpctl [--name NAME | --socket PATH] status|clients|qps|cqs|mrs|counters [--json]
 //! iwarpctl [...] counters --watch SECONDS [--count N] [--json]
+//! iwarpctl [...] disconnect-client ID | qp reset --client CLIENT ID   (admin only)
 //! ```
 //!
 //! Exit codes: 0 success; 1 the daemon refused or failed the request; 2 usage error;
@@ -22,7 +23,7 @@ use std::time::Duration;
 use clap::Parser;
 use iwarp_shm_socket::{AdminRequest, AdminResponse};
 
-use cli::{Cli, Command, CounterArgs};
+use cli::{Cli, Command, CounterArgs, QpCommand};
 use conn::{AdminSession, CtlError};
 
 /// What a command prints: the text for a terminal, or a JSON document.
@@ -37,6 +38,8 @@ fn output(cli: &Cli, answer: AdminResponse) -> Result<String, CtlError> {
         (AdminResponse::Objects(o), true) => json(render::objects_json(&o, kinds.unwrap_or(&[]))),
         (AdminResponse::Counters(c), false) => render::counters_text(&c),
         (AdminResponse::Counters(c), true) => json(render::counters_json(&c)),
+        (AdminResponse::Done(what), false) => format!("{what}\n"),
+        (AdminResponse::Done(what), true) => json(serde_json::json!({ "done": what })),
     };
     Ok(text)
 }
@@ -55,6 +58,8 @@ fn request(cmd: Command) -> AdminRequest {
         Command::Clients => AdminRequest::Clients,
         Command::Qps(f) | Command::Cqs(f) | Command::Mrs(f) => AdminRequest::Objects(f.client),
         Command::Counters(_) => AdminRequest::Counters,
+        Command::DisconnectClient { id } => AdminRequest::DisconnectClient(id),
+        Command::Qp(QpCommand::Reset { id, client }) => AdminRequest::ResetQp { client, qp: id },
     }
 }
 
@@ -66,6 +71,10 @@ fn check_kind(req: &AdminRequest, answer: &AdminResponse) -> bool {
             | (AdminRequest::Clients, AdminResponse::Clients(_))
             | (AdminRequest::Objects(_), AdminResponse::Objects(_))
             | (AdminRequest::Counters, AdminResponse::Counters(_))
+            | (
+                AdminRequest::DisconnectClient(_) | AdminRequest::ResetQp { .. },
+                AdminResponse::Done(_)
+            )
     )
 }
 

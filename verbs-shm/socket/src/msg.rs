@@ -278,6 +278,17 @@ pub enum AdminRequest {
     Objects(Option<u32>),
     /// Dataplane counters (per core and summed), as `name = value` lines.
     Counters,
+    /// Ends a client's session: its socket closes, every call of it answers that the
+    /// daemon is gone, its objects are freed (connections reset). Not the asker itself.
+    DisconnectClient(u32),
+    /// Moves a client's QP to Error: its connection (if any) is reset, its WRs flushed,
+    /// its owner gets a QP-fatal asynchronous event.
+    ResetQp {
+        /// The client (as `Clients` lists it).
+        client: u32,
+        /// The QP's handle in that client (as `Objects` lists it).
+        qp: u32,
+    },
 }
 
 /// Administration answers.
@@ -291,6 +302,8 @@ pub enum AdminResponse {
     Objects(Vec<ObjectInfo>),
     /// Counters: per core, then the sum (core `None`).
     Counters(Vec<CounterSet>),
+    /// An action was done: what, in a sentence.
+    Done(String),
 }
 
 /// The daemon in one record.

@@ -1,0 +1,77 @@
+//! The operator's actions through `iwarpctl` on a live daemon (issue 16 item 4):
+//! `qp reset` moves a connected QP to Error (its owner gets a QP-fatal event, the peer
+//! sees its connection end), `disconnect-client` ends a client's session (its calls
+//! answer DaemonGone, the daemon frees everything it held).
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use iwarp_apps::side::*;
+use iwarp_apps::{skip, DaemonPair, SystemLock};
+use iwarp_verbs::*;
+
+const A_IP: [u8; 4] = [198, 18, 0, 1];
+
+/// Runs `iwarpctl --socket SOCKET --json ARGS...`; returns its JSON output.
+fn iwarpctl(socket: &std::path::Path, args: &[&str]) -> String {
+    let bin = iwarp_apps::system::workspace_bin("iwarpctl", "iwarpctl");
+    let out = Command::new(bin)
+        .arg("--socket")
+        .arg(socket)
+        .arg("--json")
+        .args(args)
+        .output()
+        .expect("run iwarpctl");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "iwarpctl {args:?} failed: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+#[test]
+fn iwarpctl_resets_a_qp_and_disconnects_a_client() {
+    if skip("iwarpctl_resets_a_qp_and_disconnects_a_client") {
+        return;
+    }
+    let _lock = SystemLock::acquire();
+    let pair = DaemonPair::start("admact");
+    let mut a = Side::open("A", &pair.a.socket);
+    let mut b = Side::open("B", &pair.b.socket);
+    let (_aqp, aid, bqp, _bid) = connect(&mut a, A_IP, &mut b, 9601, b"", b"");
+
+    // qp reset: B's QP goes to Error, B hears QP fatal, A's connection ends.
+    let client = b.ctx.client_id().to_string();
+    let qp = bqp.handle().0.to_string();
+    let out = iwarpctl(&pair.b.socket, &["qp", "reset", &qp, "--client", &client]);
+    assert!(out.contains("\"done\""), "{out}");
+    let ev = b
+        .ctx
+        .get_async_event_timeout(WAIT)
+        .expect("B's QP-fatal event");
+    assert_eq!(ev.kind, AsyncKind::LocalQpCatastrophic, "{ev:?}");
+    assert_eq!(ev.resource, EventResourceRef::Qp(bqp.handle()), "{ev:?}");
+    assert_eq!(bqp.query().expect("query").state, QpStateValue::Error);
+    let ev = a.cm_event();
+    assert_eq!(ev.id, aid.handle(), "{ev:?}");
+    assert!(matches!(ev.event, CmEvent::Disconnected), "A sees {ev:?}");
+
+    // disconnect-client: B's calls answer DaemonGone; the daemon frees what B held,
+    // while A is still served.
+    let out = iwarpctl(&pair.b.socket, &["disconnect-client", &client]);
+    assert!(out.contains("disconnected"), "{out}");
+    let start = Instant::now();
+    loop {
+        match b.ctx.alloc_pd() {
+            Err(Error::DaemonGone) => break,
+            _ if start.elapsed() < Duration::from_secs(3) => {
+                std::thread::sleep(Duration::from_millis(20))
+            }
+            other => panic!("B still served after disconnect-client: {other:?}"),
+        }
+    }
+    pair.b.wait_objects_freed(&[], Duration::from_secs(10));
+    assert!(a.ctx.alloc_pd().is_ok());
+}
