@@ -1,6 +1,8 @@
 //! Administration requests (iwarpctl): status, clients, objects with their states,
 //! counters. Object totals come from the handle tables, so they are exact.
 
+use std::os::fd::OwnedFd;
+
 use iwarp_shm_service::{ServiceReply, ServiceRequest};
 use iwarp_shm_socket::{
     AdminRequest, AdminResponse, ClientInfo, CounterSet, DaemonStatus, ErrorCode, ErrorReply,
@@ -9,7 +11,7 @@ use iwarp_shm_socket::{
 
 use crate::client::{Client, CmState, Phase, StagKind};
 use crate::link::{err, CoreLink};
-use crate::server::{ControlServer, Ctx};
+use crate::server::{CaptureCommand, ControlServer, Ctx};
 
 fn add(t: &mut ObjectTotals, o: ObjectTotals) {
     t.pds += o.pds;
@@ -24,7 +26,12 @@ fn add(t: &mut ObjectTotals, o: ObjectTotals) {
 }
 
 impl<C: CoreLink> ControlServer<C> {
-    pub(crate) fn admin(&mut self, id: u32, a: AdminRequest) -> Result<Response, ErrorReply> {
+    pub(crate) fn admin(
+        &mut self,
+        id: u32,
+        a: AdminRequest,
+        mut fds: Vec<OwnedFd>,
+    ) -> Result<Response, ErrorReply> {
         let is_admin = self.clients.get(&id).is_some_and(|c| c.admin);
         // A client may look at its own objects; acting on any needs the admin policy.
         let own = matches!(a, AdminRequest::Objects(Some(x)) if x == id);
@@ -71,6 +78,21 @@ impl<C: CoreLink> ControlServer<C> {
                 AdminResponse::Done(self.disconnect_client(id, target)?)
             }
             AdminRequest::ResetQp { client, qp } => AdminResponse::Done(self.reset_qp(client, qp)?),
+            AdminRequest::CaptureStart { port, snaplen } => {
+                if fds.len() != 1 {
+                    return Err(err(
+                        ErrorCode::BadFd,
+                        "CaptureStart carries exactly one descriptor: the file to write",
+                    ));
+                }
+                let file = fds.remove(0);
+                self.capture(CaptureCommand::Start {
+                    file,
+                    port,
+                    snaplen,
+                })?
+            }
+            AdminRequest::CaptureStop => self.capture(CaptureCommand::Stop)?,
         };
         Ok(Response::Admin(r))
     }
@@ -134,6 +156,19 @@ impl<C: CoreLink> ControlServer<C> {
         Ok(format!(
             "QP {qp} of client {client} moved to Error (flushed; its connection, if any, reset)"
         ))
+    }
+
+    /// Hands a capture command to the daemon's capture control.
+    fn capture(&mut self, cmd: CaptureCommand) -> Result<AdminResponse, ErrorReply> {
+        let Some(source) = self.ctx.capture.as_mut() else {
+            return Err(err(
+                ErrorCode::InvalidArgument,
+                "this daemon has no capture control",
+            ));
+        };
+        source(cmd)
+            .map(AdminResponse::Done)
+            .map_err(|e| err(ErrorCode::InvalidArgument, e))
     }
 
     fn status(&self) -> DaemonStatus {

@@ -33,7 +33,9 @@ use std::time::Duration;
 pub use admission::{LogLevel, LogSink};
 pub use link::{cm_code, service_error, verb_code, CoreLink};
 pub use policy::{AccountDb, Admission, Policy};
-pub use server::{ControlServer, CounterSource, LinkSource, ServerStats};
+pub use server::{
+    CaptureCommand, CaptureSource, ControlServer, CounterSource, LinkSource, ServerStats,
+};
 pub use tables::{BitAlloc, Table};
 
 /// How the control server runs.

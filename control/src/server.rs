@@ -46,6 +46,26 @@ pub type CounterSource = Box<dyn FnMut() -> Vec<CounterSet> + Send>;
 /// in Mbit/s), `None` for no such port. Read once per [`ControlServer::step`].
 pub type LinkSource = Box<dyn FnMut(usize) -> Option<(bool, u32)> + Send>;
 
+/// What an operator asks of the daemon's capture (`iwarpctl capture`).
+#[derive(Debug)]
+pub enum CaptureCommand {
+    /// Start writing pcap into `file`: frames of port index `port` (all if `None`) cut to
+    /// `snaplen` bytes (whole if `None`).
+    Start {
+        /// The file, opened for writing by the asker.
+        file: OwnedFd,
+        /// Port index, or all.
+        port: Option<u16>,
+        /// Bytes kept of each frame.
+        snaplen: Option<u32>,
+    },
+    /// Stop the running capture.
+    Stop,
+}
+
+/// The daemon's capture control: what was done, in a sentence, or why not.
+pub type CaptureSource = Box<dyn FnMut(CaptureCommand) -> Result<String, String> + Send>;
+
 /// What a handler answers: the response and the descriptors that go with it.
 pub(crate) struct Out {
     pub resp: Response,
@@ -111,6 +131,7 @@ pub(crate) struct Ctx<C> {
     pub started: Instant,
     pub stats: ServerStats,
     pub counters: Option<CounterSource>,
+    pub capture: Option<CaptureSource>,
     pub links: Option<LinkSource>,
     /// Arenas removed from clients whose last fence timed out: removed from the region
     /// table once a fence on every core succeeds.
@@ -238,6 +259,7 @@ impl<C: CoreLink> ControlServer<C> {
                 started: Instant::now(),
                 stats: ServerStats::default(),
                 counters: None,
+                capture: None,
                 links: None,
                 pending_regions: Vec::new(),
                 shutting_down: false,
@@ -293,6 +315,12 @@ impl<C: CoreLink> ControlServer<C> {
     /// Where `Admin(Counters)` gets the dataplane counters.
     pub fn set_counters(&mut self, source: CounterSource) {
         self.ctx.counters = Some(source);
+    }
+
+    /// What runs `Admin(CaptureStart / CaptureStop)` (iwarpd: its capture rings and
+    /// writer); without one they are refused.
+    pub fn set_capture(&mut self, source: CaptureSource) {
+        self.ctx.capture = Some(source);
     }
 
     /// Where the ports' live link state comes from (without one, the state given at
@@ -536,7 +564,7 @@ impl<C: CoreLink> ControlServer<C> {
                 false
             }
             Request::Admin(a) => {
-                let r = self.admin(id, a);
+                let r = self.admin(id, a, fds);
                 let Some(c) = self.clients.get_mut(&id) else {
                     return false;
                 };

@@ -39,8 +39,8 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The views.
-#[derive(Debug, Subcommand, PartialEq, Eq, Clone, Copy)]
+/// The views and actions.
+#[derive(Debug, Subcommand, PartialEq, Eq, Clone)]
 pub enum Command {
     /// The daemon: version, uptime, cores, ports, clients, object totals.
     Status,
@@ -64,6 +64,30 @@ pub enum Command {
     /// Acts on one queue pair (admin only).
     #[command(subcommand)]
     Qp(QpCommand),
+    /// Starts or stops a capture of the dataplane's frames into a pcap file (admin only).
+    #[command(subcommand)]
+    Capture(CaptureCommand),
+}
+
+/// `iwarpctl capture ...`.
+#[derive(Debug, Subcommand, PartialEq, Eq, Clone)]
+pub enum CaptureCommand {
+    /// Creates FILE (as the user running iwarpctl; an existing file is replaced) and has
+    /// the daemon write pcap into it: every frame its cores receive or send.
+    Start {
+        /// The pcap file.
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Only the frames of this port index (default: every port).
+        #[arg(long, value_name = "N")]
+        port: Option<u16>,
+        /// Bytes kept of each frame (64..=65535; default: whole frames).
+        #[arg(long, value_name = "N",
+              value_parser = clap::value_parser!(u32).range(64..=65535))]
+        snaplen: Option<u32>,
+    },
+    /// Stops the running capture; the daemon writes the rest and closes the file.
+    Stop,
 }
 
 /// `iwarpctl qp ...`.
@@ -106,7 +130,7 @@ pub struct ObjectFilter {
 
 impl Command {
     /// For object views, the object kinds shown (the `kind` strings of `ObjectInfo`).
-    pub fn object_kinds(self) -> Option<&'static [&'static str]> {
+    pub fn object_kinds(&self) -> Option<&'static [&'static str]> {
         match self {
             Command::Qps(_) => Some(&["qp"]),
             Command::Cqs(_) => Some(&["cq"]),
@@ -201,6 +225,34 @@ mod tests {
             })
         );
         assert!(c.json);
+    }
+
+    #[test]
+    fn capture() {
+        let c = parse(&[
+            "capture",
+            "start",
+            "/tmp/x.pcap",
+            "--port",
+            "1",
+            "--snaplen",
+            "128",
+        ])
+        .unwrap();
+        assert_eq!(
+            c.command,
+            Command::Capture(CaptureCommand::Start {
+                file: PathBuf::from("/tmp/x.pcap"),
+                port: Some(1),
+                snaplen: Some(128)
+            })
+        );
+        assert_eq!(
+            parse(&["capture", "stop"]).unwrap().command,
+            Command::Capture(CaptureCommand::Stop)
+        );
+        assert!(parse(&["capture", "start"]).is_err(), "FILE is required");
+        assert!(parse(&["capture", "start", "x", "--snaplen", "10"]).is_err());
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub enum CtlError {
     Refused(ErrorReply),
     /// Timeout, closed connection, malformed or unexpected answer.
     Comm(String),
+    /// Something on our side the command names (a file that cannot be created).
+    Usage(String),
 }
 
 impl CtlError {
@@ -38,6 +40,7 @@ impl CtlError {
             CtlError::Permission(_) => 4,
             CtlError::Version(_) => 5,
             CtlError::Comm(_) => 6,
+            CtlError::Usage(_) => 2,
         }
     }
 
@@ -66,7 +69,8 @@ impl core::fmt::Display for CtlError {
             CtlError::NotRunning(m)
             | CtlError::Permission(m)
             | CtlError::Version(m)
-            | CtlError::Comm(m) => f.write_str(m),
+            | CtlError::Comm(m)
+            | CtlError::Usage(m) => f.write_str(m),
             CtlError::Refused(e) => write!(f, "the daemon refused the request: {e}"),
         }
     }
@@ -127,14 +131,39 @@ impl AdminSession {
         }
     }
 
+    /// One Admin request that carries a descriptor (`CaptureStart`: the file).
+    pub fn admin_with_fd(
+        &mut self,
+        req: AdminRequest,
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<AdminResponse, CtlError> {
+        match self.call_fds(Request::Admin(req), &[fd])? {
+            Response::Admin(a) => Ok(a),
+            other => Err(CtlError::Comm(format!(
+                "{} answered an admin request with {}",
+                self.label,
+                response_name(&other)
+            ))),
+        }
+    }
+
     /// Sends `request`, waits for the reply with its sequence number (skipping a bounded
     /// number of events).
     fn call(&mut self, request: Request) -> Result<Response, CtlError> {
+        self.call_fds(request, &[])
+    }
+
+    /// [`AdminSession::call`] with descriptors sent along.
+    fn call_fds(
+        &mut self,
+        request: Request,
+        fds: &[std::os::fd::BorrowedFd<'_>],
+    ) -> Result<Response, CtlError> {
         let seq = self.next_seq;
         self.next_seq += 1;
         let label = self.label.clone();
         self.chan
-            .send(&ClientMsg { seq, request }, &[])
+            .send(&ClientMsg { seq, request }, fds)
             .map_err(|e| CtlError::Comm(format!("{label}: sending failed: {e}")))?;
         for _ in 0..MAX_SKIPPED_MESSAGES {
             // Descriptors that come along (the ring-area memfd of `Welcome`) are closed here.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use clap::Parser;
 use iwarp_shm_socket::{AdminRequest, AdminResponse};
 
-use cli::{Cli, Command, CounterArgs, QpCommand};
+use cli::{CaptureCommand, Cli, Command, CounterArgs, QpCommand};
 use conn::{AdminSession, CtlError};
 
 /// What a command prints: the text for a terminal, or a JSON document.
@@ -52,14 +52,18 @@ fn json(v: serde_json::Value) -> String {
 }
 
 /// The Admin request behind a command.
-fn request(cmd: Command) -> AdminRequest {
-    match cmd {
+fn request(cmd: &Command) -> AdminRequest {
+    match *cmd {
         Command::Status => AdminRequest::Status,
         Command::Clients => AdminRequest::Clients,
         Command::Qps(f) | Command::Cqs(f) | Command::Mrs(f) => AdminRequest::Objects(f.client),
         Command::Counters(_) => AdminRequest::Counters,
         Command::DisconnectClient { id } => AdminRequest::DisconnectClient(id),
         Command::Qp(QpCommand::Reset { id, client }) => AdminRequest::ResetQp { client, qp: id },
+        Command::Capture(CaptureCommand::Start { port, snaplen, .. }) => {
+            AdminRequest::CaptureStart { port, snaplen }
+        }
+        Command::Capture(CaptureCommand::Stop) => AdminRequest::CaptureStop,
     }
 }
 
@@ -72,7 +76,10 @@ fn check_kind(req: &AdminRequest, answer: &AdminResponse) -> bool {
             | (AdminRequest::Objects(_), AdminResponse::Objects(_))
             | (AdminRequest::Counters, AdminResponse::Counters(_))
             | (
-                AdminRequest::DisconnectClient(_) | AdminRequest::ResetQp { .. },
+                AdminRequest::DisconnectClient(_)
+                    | AdminRequest::ResetQp { .. }
+                    | AdminRequest::CaptureStart { .. }
+                    | AdminRequest::CaptureStop,
                 AdminResponse::Done(_)
             )
     )
@@ -85,7 +92,7 @@ fn run(cli: &Cli) -> Result<String, CtlError> {
         &label,
         Duration::from_millis(cli.timeout_ms),
     )?;
-    let req = request(cli.command);
+    let req = request(&cli.command);
     if let Command::Counters(CounterArgs {
         watch: Some(secs),
         count,
@@ -93,7 +100,15 @@ fn run(cli: &Cli) -> Result<String, CtlError> {
     {
         return watch(cli, &mut session, secs, count);
     }
-    let answer = session.admin(req.clone())?;
+    let answer = if let Command::Capture(CaptureCommand::Start { file, .. }) = &cli.command {
+        // The file is ours (created with this user's rights), the daemon only writes
+        // into the descriptor.
+        let f = std::fs::File::create(file)
+            .map_err(|e| CtlError::Usage(format!("cannot create {}: {e}", file.display())))?;
+        session.admin_with_fd(req.clone(), std::os::fd::AsFd::as_fd(&f))?
+    } else {
+        session.admin(req.clone())?
+    };
     if !check_kind(&req, &answer) {
         return Err(CtlError::Comm(format!(
             "{label} answered {req:?} with another kind of answer"
@@ -193,16 +208,16 @@ mod tests {
 
     #[test]
     fn commands_map_to_admin_requests() {
-        assert_eq!(request(cli(&["status"]).command), AdminRequest::Status);
-        assert_eq!(request(cli(&["clients"]).command), AdminRequest::Clients);
+        assert_eq!(request(&cli(&["status"]).command), AdminRequest::Status);
+        assert_eq!(request(&cli(&["clients"]).command), AdminRequest::Clients);
         assert_eq!(
-            request(cli(&["qps", "--client", "3"]).command),
+            request(&cli(&["qps", "--client", "3"]).command),
             AdminRequest::Objects(Some(3))
         );
-        assert_eq!(request(cli(&["cqs"]).command), AdminRequest::Objects(None));
-        assert_eq!(request(cli(&["counters"]).command), AdminRequest::Counters);
+        assert_eq!(request(&cli(&["cqs"]).command), AdminRequest::Objects(None));
+        assert_eq!(request(&cli(&["counters"]).command), AdminRequest::Counters);
         assert_eq!(
-            request(cli(&["counters", "--watch", "1"]).command),
+            request(&cli(&["counters", "--watch", "1"]).command),
             AdminRequest::Counters
         );
         assert!(check_kind(

@@ -11,13 +11,12 @@ use iwarp_dpdk::{memif, Eal, EalArgs, MemoryMode};
 use iwarp_loadgen::{Arena, ClientSpec, ServerConfig};
 use iwarp_runtime::control::AppBox;
 use iwarp_runtime::{
-    control_channel, Capture, CaptureWriter, Core, CoreConfig, CoreLinks, CoreStats, ForwardMesh,
-    PortSetup, Snapshot, SystemClock,
+    control_channel, Capture, Core, CoreConfig, CoreLinks, CoreStats, ForwardMesh, PortSetup,
+    Snapshot, SystemClock,
 };
 use iwarp_shm_mem::ShmMemory;
 use iwarp_shm_service::ServiceHandle;
 use iwarp_types::RegionId;
-use iwarp_wire::pcap::TsResolution;
 
 use crate::apps::{AppResult, Deferred, Kind, Shared};
 use crate::loadgen::ClientRun;
@@ -164,18 +163,19 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         (l.up, l.speed_mbps)
     });
     let seeds = Seeds::from_config(&cfg).map_err(|e| fail(format!("seeds: {e}")))?;
-    let capture = cfg.capture.enabled().then(|| {
-        Capture::new(
-            n,
-            cfg.capture.ring_slots as usize,
-            cfg.capture.snaplen as usize,
-        )
-    });
     let frame_len = ports
         .iter()
         .map(|p| p.setup.frame_len_max)
         .max()
         .unwrap_or(1514);
+    // The capture rings are always there (an operator may start a capture at run time):
+    // no buffer longer than the largest frame the ports carry.
+    let capture = crate::capture::DaemonCapture::new(
+        n,
+        cfg.capture.ring_slots as usize,
+        (cfg.capture.snaplen as usize).min(frame_len),
+        ports.len(),
+    );
     let mesh = ForwardMesh::new(n, 1024, frame_len);
     let server_cfg = server_config(&cfg);
     // One region table for every core: the load generator's heap arenas (a slice per
@@ -198,27 +198,33 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             &mut ports,
             seeds,
             &mesh,
-            capture.as_ref(),
+            capture.rings(),
             mem.clone(),
             &core_stop,
         )?;
         cores.push(h);
     }
-    let writer = match (&capture, cfg.capture.enabled()) {
-        (Some(c), true) => {
-            let f = std::fs::File::create(&cfg.capture.path).map_err(|e| {
-                fail(format!(
-                    "capture.path: cannot create {}: {e}",
-                    cfg.capture.path
-                ))
-            })?;
-            Some(
-                CaptureWriter::spawn(c, std::io::BufWriter::new(f), TsResolution::Nanos)
-                    .map_err(|e| fail(format!("capture.path: {e}")))?,
+    if cfg.capture.enabled() {
+        let f = std::fs::File::create(&cfg.capture.path).map_err(|e| {
+            fail(format!(
+                "capture.path: cannot create {}: {e}",
+                cfg.capture.path
+            ))
+        })?;
+        let ports: Vec<u16> = cfg
+            .capture
+            .ports
+            .iter()
+            .map(|&p| u16::try_from(p).unwrap_or(u16::MAX))
+            .collect();
+        capture
+            .start(
+                std::io::BufWriter::new(f),
+                &ports,
+                Some(cfg.capture.snaplen),
             )
-        }
-        _ => None,
-    };
+            .map_err(|e| fail(format!("capture.path: {e}")))?;
+    }
     let mut servers: Vec<Shared> = Vec::new();
     if let Some(sc) = &server_cfg {
         for (i, c) in cores.iter_mut().enumerate() {
@@ -278,6 +284,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             &ports,
             stats,
             Arc::clone(&links),
+            capture.source(),
             Arc::clone(&control_stop),
         )
         .map_err(fail)?;
@@ -401,11 +408,10 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             None => error!("core {i} returned {rc} without a result"),
         }
     }
-    if let Some(w) = writer {
-        match w.finish() {
-            Ok(s) => info!("capture: {:?} written to {}", s, cfg.capture.path),
-            Err(e) => error!("capture: {e}"),
-        }
+    match capture.stop() {
+        Ok(Some(s)) => info!("capture: {} frames written", s.frames),
+        Ok(None) => {}
+        Err(e) => error!("capture: {e}"),
     }
     let total = Snapshot::sum(finals.iter());
     eprintln!("{total}");
@@ -513,7 +519,7 @@ fn launch_core(
     ports: &mut [OpenPort],
     seeds: Seeds,
     mesh: &ForwardMesh,
-    capture: Option<&Capture>,
+    capture: &Capture,
     mem: ShmMemory,
     stop: &Arc<AtomicBool>,
 ) -> Result<CoreHandle, Failure> {
@@ -538,7 +544,7 @@ fn launch_core(
     let stats = Arc::new(CoreStats::new(core, &port_ids));
     let (control, core_control) = control_channel::<ShmMemory>(core, 256, 8192);
     let forward = mesh.ends(core);
-    let capture_end = capture.and_then(|c| c.core_end(core));
+    let capture_end = capture.core_end(core);
     let burst = cfg
         .ports
         .iter()

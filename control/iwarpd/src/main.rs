@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod apps;
+mod capture;
 mod daemon;
 mod link;
 mod loadgen;

@@ -130,6 +130,7 @@ pub fn start(
     ports: &[OpenPort],
     stats: Vec<Arc<CoreStats>>,
     links: Arc<crate::link::Links>,
+    capture: iwarp_control::CaptureSource,
     stop: Arc<AtomicBool>,
 ) -> Result<JoinHandle<()>, String> {
     let n = handles.len();
@@ -158,6 +159,7 @@ pub fn start(
     server.set_links(Box::new(move |i| {
         links.get(i).map(|v| (v.up, v.speed_mbps))
     }));
+    server.set_capture(capture);
     server.bind()?;
     std::thread::Builder::new()
         .name("iwarpd-control".into())

@@ -4,7 +4,7 @@
 //! into one pcap file. A full ring means the frame is not captured (counted by the core).
 
 use std::io::{self, Write};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -23,17 +23,29 @@ pub enum CaptureDir {
     Tx = 1,
 }
 
-/// The capture rings of every core and the switch that turns capture on.
+/// The capture rings of every core, the switch that turns capture on, and what is kept:
+/// which ports, how many bytes of each frame.
 #[derive(Debug, Clone)]
 pub struct Capture {
     enabled: Arc<AtomicBool>,
+    filter: Arc<Filter>,
     rings: Vec<Arc<FrameRing>>,
+}
+
+/// Which frames a capture keeps; changed only while capture is off.
+#[derive(Debug)]
+struct Filter {
+    /// Bit `i`: port index `i` is captured (ports 64 and above: with bit 63).
+    ports: AtomicU64,
+    /// Bytes kept of each frame (at most the rings' buffer size).
+    snaplen: AtomicUsize,
 }
 
 /// One core's end: copies frames into its ring while capture is on.
 #[derive(Debug, Clone)]
 pub struct CoreCapture {
     enabled: Arc<AtomicBool>,
+    filter: Arc<Filter>,
     ring: Arc<FrameRing>,
 }
 
@@ -43,6 +55,10 @@ impl Capture {
     pub fn new(cores: usize, frames: usize, snaplen: usize) -> Capture {
         Capture {
             enabled: Arc::new(AtomicBool::new(false)),
+            filter: Arc::new(Filter {
+                ports: AtomicU64::new(u64::MAX),
+                snaplen: AtomicUsize::new(usize::MAX),
+            }),
             rings: (0..cores)
                 .map(|_| Arc::new(FrameRing::new(frames, snaplen.max(14))))
                 .collect(),
@@ -53,8 +69,28 @@ impl Capture {
     pub fn core_end(&self, i: usize) -> Option<CoreCapture> {
         self.rings.get(i).map(|ring| CoreCapture {
             enabled: Arc::clone(&self.enabled),
+            filter: Arc::clone(&self.filter),
             ring: Arc::clone(ring),
         })
+    }
+
+    /// What the next capture keeps: the frames of `ports` (port indices; empty: all) cut
+    /// to `snaplen` bytes (`None`: as many as the rings hold). Set it while capture is off.
+    pub fn set_filter(&self, ports: &[u16], snaplen: Option<usize>) {
+        let mask = if ports.is_empty() {
+            u64::MAX
+        } else {
+            ports.iter().fold(0u64, |m, &p| m | port_bit(p))
+        };
+        self.filter.ports.store(mask, Ordering::Relaxed);
+        self.filter
+            .snaplen
+            .store(snaplen.unwrap_or(usize::MAX), Ordering::Relaxed);
+    }
+
+    /// The most bytes of a frame the rings can keep.
+    pub fn buffer_len(&self) -> usize {
+        self.rings.first().map_or(0, |r| r.buf_len())
     }
 
     /// Turns capture on or off (every core sees it at its next frame).
@@ -75,11 +111,25 @@ impl CoreCapture {
         self.enabled.load(Ordering::Relaxed)
     }
 
-    /// Copies a frame into the ring. False if the ring was full (not captured).
+    /// True if frames of port index `port` are captured (one Relaxed load).
+    #[inline]
+    pub fn wants(&self, port: u16) -> bool {
+        self.filter.ports.load(Ordering::Relaxed) & port_bit(port) != 0
+    }
+
+    /// Copies a frame (cut to the snap length) into the ring. False if the ring was full
+    /// (not captured).
     #[inline]
     pub fn record(&self, port: u16, dir: CaptureDir, ts: Instant, frame: &[u8]) -> bool {
-        self.ring.push_copy(frame, port, dir as u8, ts)
+        let keep = frame.len().min(self.filter.snaplen.load(Ordering::Relaxed));
+        self.ring.push_copy(&frame[..keep], port, dir as u8, ts)
     }
+}
+
+/// The filter bit of port index `port`.
+#[inline]
+fn port_bit(port: u16) -> u64 {
+    1u64 << port.min(63)
 }
 
 /// What a finished capture wrote.
@@ -247,6 +297,28 @@ mod tests {
         assert_eq!(recs[0].ts, Instant(10));
         assert_eq!(recs[0].data.len(), 64, "cut to the snap length");
         assert_eq!(recs[1].data, &[1u8; 60][..]);
+    }
+
+    #[test]
+    fn the_filter_keeps_ports_and_a_snap_length() {
+        let cap = Capture::new(1, 8, 128);
+        assert_eq!(cap.buffer_len(), 128);
+        let c = cap.core_end(0).unwrap();
+        assert!(c.wants(0) && c.wants(1));
+        cap.set_filter(&[1], Some(20));
+        assert!(!c.wants(0) && c.wants(1) && !c.wants(2));
+        let out = Shared::default();
+        let w = CaptureWriter::spawn(&cap, out.clone(), TsResolution::Nanos).unwrap();
+        assert!(c.record(1, CaptureDir::Rx, Instant(1), &[7u8; 100]));
+        assert_eq!(w.finish().unwrap().frames, 1);
+        let bytes = out.0.lock().unwrap().clone();
+        let recs: Vec<_> = PcapReader::new(&bytes)
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        assert_eq!(recs[0].data, &[7u8; 20][..], "cut to --snaplen");
+        cap.set_filter(&[], None);
+        assert!(c.wants(0) && c.wants(5));
     }
 
     #[test]

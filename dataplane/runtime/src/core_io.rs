@@ -14,6 +14,8 @@ impl<M: Memory> Core<M> {
     /// Receives one burst from port `i` and steers each frame.
     pub(crate) fn receive(&mut self, now: Instant, i: usize) -> usize {
         let me = self.cfg.index;
+        // The capture filter names ports by index (`capture.ports`).
+        let index = u16::try_from(i).unwrap_or(u16::MAX);
         let Some(port) = self.ports.get_mut(i) else {
             return 0;
         };
@@ -35,7 +37,7 @@ impl<M: Memory> Core<M> {
         io.rx_burst(self.cfg.rx_burst, &mut |frame: &[u8]| {
             counters.c.frames_rx += 1;
             counters.c.bytes_rx += frame.len() as u64;
-            record(capture, lc, port_id, CaptureDir::Rx, now, frame);
+            record(capture, lc, index, CaptureDir::Rx, now, frame);
             match steering.route(me, frame) {
                 Route::Here => engine.handle_frame(now, frame, mem),
                 Route::Core(owner) => {
@@ -91,25 +93,24 @@ impl<M: Memory> Core<M> {
 
     /// Transmits what port `i`'s engine has, within the per-iteration bound, then flushes.
     pub(crate) fn transmit(&mut self, now: Instant, i: usize) -> usize {
+        let index = u16::try_from(i).unwrap_or(u16::MAX);
         let Some(port) = self.ports.get_mut(i) else {
             return 0;
         };
         let Port {
-            id,
             engine,
             io,
             counters,
             ..
         } = port;
         let (mem, capture, lc) = (&self.mem, &self.capture, &mut self.loop_counters);
-        let port_id = *id;
         let mut sent = 0;
         let mut refused = false;
         while sent < self.cfg.tx_frames_max {
             let outcome = io.tx_frame(&mut |buf: &mut [u8]| {
                 let n = engine.poll_transmit(now, buf, mem).unwrap_or(0);
                 if n > 0 {
-                    record(capture, lc, port_id, CaptureDir::Tx, now, &buf[..n]);
+                    record(capture, lc, index, CaptureDir::Tx, now, &buf[..n]);
                 }
                 n
             });
@@ -134,7 +135,8 @@ impl<M: Memory> Core<M> {
     }
 }
 
-/// Copies a frame to the capture ring when capture is on.
+/// Copies a frame of port index `port` to the capture ring when capture is on and the
+/// filter keeps that port.
 #[inline]
 fn record(
     capture: &Option<CoreCapture>,
@@ -145,7 +147,7 @@ fn record(
     frame: &[u8],
 ) {
     if let Some(c) = capture {
-        if c.enabled() {
+        if c.enabled() && c.wants(port) {
             if c.record(port, dir, now, frame) {
                 lc.captured += 1;
             } else {

@@ -43,7 +43,7 @@ mod tests;
 
 pub use crate::core::{Core, CoreConfig, CoreError, CoreLinks, PortSetup, Work};
 pub use app::App;
-pub use capture::{Capture, CaptureWriter, CoreCapture};
+pub use capture::{Capture, CaptureSummary, CaptureWriter, CoreCapture};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{control_channel, Command, ControlError, ControlHandle, Done, Notice, Op, Reply};
 pub use counters::{CoreStats, Snapshot};

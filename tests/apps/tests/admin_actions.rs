@@ -1,7 +1,8 @@
 //! The operator's actions through `iwarpctl` on a live daemon (issue 16 item 4):
 //! `qp reset` moves a connected QP to Error (its owner gets a QP-fatal event, the peer
 //! sees its connection end), `disconnect-client` ends a client's session (its calls
-//! answer DaemonGone, the daemon frees everything it held).
+//! answer DaemonGone, the daemon frees everything it held), `capture start|stop` writes
+//! the frames of a connection into a pcap file the operator's iwarpctl created.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -74,4 +75,64 @@ fn iwarpctl_resets_a_qp_and_disconnects_a_client() {
     }
     pair.b.wait_objects_freed(&[], Duration::from_secs(10));
     assert!(a.ctx.alloc_pd().is_ok());
+}
+
+#[test]
+fn iwarpctl_captures_a_connection_into_a_pcap_file() {
+    if skip("iwarpctl_captures_a_connection_into_a_pcap_file") {
+        return;
+    }
+    let _lock = SystemLock::acquire();
+    let pair = DaemonPair::start("admcap");
+    let dir = std::env::temp_dir().join(format!("iwarp-capture-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let file = dir.join("b.pcap");
+    let path = file.to_str().expect("utf-8 path");
+    let out = iwarpctl(
+        &pair.b.socket,
+        &["capture", "start", path, "--snaplen", "96"],
+    );
+    assert!(out.contains("96 bytes"), "{out}");
+    // A second start is refused while one runs.
+    let bin = iwarp_apps::system::workspace_bin("iwarpctl", "iwarpctl");
+    let again = Command::new(&bin)
+        .arg("--socket")
+        .arg(&pair.b.socket)
+        .args(["capture", "start", path])
+        .output()
+        .expect("run iwarpctl");
+    assert_eq!(again.status.code(), Some(1), "refused: {again:?}");
+
+    let mut a = Side::open("A", &pair.a.socket);
+    let mut b = Side::open("B", &pair.b.socket);
+    let (_aqp, _aid, _bqp, _bid) = connect(&mut a, A_IP, &mut b, 9602, b"hello", b"");
+    let out = iwarpctl(&pair.b.socket, &["capture", "stop"]);
+    assert!(out.contains("frames written"), "{out}");
+
+    let bytes = std::fs::read(&file).expect("the pcap file");
+    let frames: Vec<_> = iwarp_wire::pcap::PcapReader::new(&bytes)
+        .expect("a pcap file")
+        .map(|r| r.expect("a whole record"))
+        .collect();
+    // The TCP handshake and the MPA exchange of port 9602 at least, each cut to 96 bytes.
+    let port = 9602u16.to_be_bytes();
+    let of_conn = frames
+        .iter()
+        .filter(|r| {
+            r.data.len() >= 38
+                && r.data[12..14] == [0x08, 0x00]
+                && r.data[23] == 6
+                && (r.data[34..36] == port || r.data[36..38] == port)
+        })
+        .count();
+    assert!(
+        of_conn >= 4,
+        "{of_conn} frames of the connection in {} frames",
+        frames.len()
+    );
+    assert!(
+        frames.iter().all(|r| r.data.len() <= 96),
+        "cut to --snaplen"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -289,6 +289,17 @@ pub enum AdminRequest {
         /// The QP's handle in that client (as `Objects` lists it).
         qp: u32,
     },
+    /// Starts capturing into the file whose descriptor comes with the request (opened
+    /// for writing by the asker, so the file is the asker's own): pcap, every frame of
+    /// `port` (index; `None`: all ports) cut to `snaplen` bytes (`None`: whole frames).
+    CaptureStart {
+        /// Port index, or all.
+        port: Option<u16>,
+        /// Bytes kept of each frame.
+        snaplen: Option<u32>,
+    },
+    /// Stops the running capture: the rest is written and the file closed.
+    CaptureStop,
 }
 
 /// Administration answers.
