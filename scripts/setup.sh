@@ -50,6 +50,8 @@ command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
 command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
 command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
+# DPDK's telemetry client (dpdk-telemetry.py) and dpdk-testpmd: the telemetry test.
+command -v dpdk-telemetry.py >/dev/null 2>&1 || need+=(dpdk-dev)
 # The package test (scripts/package-test.sh): the client library's SONAME is set with
 # patchelf, the unit is checked with systemd-analyze (no systemd as PID 1 needed).
 command -v patchelf >/dev/null 2>&1 || need+=(patchelf)

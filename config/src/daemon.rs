@@ -177,6 +177,9 @@ pub struct EalSection {
     pub no_huge_memory_mb: u32,
     /// More EAL arguments, passed as given after iwarpd's own (e.g. `--log-level=pmd.net.memif:debug`).
     pub extra_args: Vec<String>,
+    /// DPDK telemetry: the socket `dpdk-telemetry.py` reads, with iwarpd's counters under
+    /// `/iwarp/...` (off: `--no-telemetry`).
+    pub telemetry: bool,
 }
 
 impl Default for EalSection {
@@ -185,6 +188,7 @@ impl Default for EalSection {
             hugepages: HugepageMode::Auto,
             no_huge_memory_mb: 512,
             extra_args: Vec::new(),
+            telemetry: true,
         }
     }
 }

@@ -80,6 +80,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("daemon.shutdown_grace_ms", "On SIGINT/SIGTERM, how long QPs may take to flush and close before ports stop anyway, ms."),
     k("eal.hugepages", "auto: hugepages (--in-memory) if reserved, else --no-huge with a warning | required: fail without them | off: never."),
     k("eal.no_huge_memory_mb", "DPDK memory in no-huge mode, MiB (-m)."),
+    k("eal.telemetry", "DPDK telemetry socket (/var/run/dpdk/<name>/dpdk_telemetry.v2) with iwarpd's counters: /iwarp/counters, /iwarp/core,N, /iwarp/port,N (dpdk-telemetry.py -f <name>). false: --no-telemetry."),
     e("eal.extra_args", "More EAL arguments, after iwarpd's own. May not repeat what iwarpd sets (-l, --file-prefix, --vdev, -a, -m, --no-huge, --in-memory...).", "[\"--log-level=pmd.net.memif:debug\"]"),
     e("cores.dataplane", "CPUs running one busy-polling dataplane core each. Empty: one core on the last online CPU.", "[1]"),
     e("cores.control", "CPUs the control thread may use (not dataplane CPUs). Empty: floating.", "[0]"),

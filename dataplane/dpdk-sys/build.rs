@@ -65,6 +65,9 @@ const FUNCTIONS: &[&str] = &[
     "rte_dev_dma_map",
     "rte_dev_dma_unmap",
     "rte_mem_virt2iova",
+    "rte_telemetry_register_cmd",
+    "rte_tel_data_start_dict",
+    "rte_tel_data_add_dict_u64",
 ];
 
 /// Constants (most are `#define`s; `clang_macro_fallback` recovers the `RTE_BIT64` ones).
@@ -89,6 +92,7 @@ const VARS: &[&str] = &[
     "RTE_ETHER_.*",
     "RTE_BAD_IOVA",
     "SOCKET_ID_ANY",
+    "RTE_TEL_MAX_.*",
     "SHIM_.*",
 ];
 

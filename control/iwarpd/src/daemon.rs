@@ -125,6 +125,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         }
     }
     args.extra = cfg.eal.extra_args.clone();
+    args.telemetry = cfg.eal.telemetry;
     if !crate::log::enabled(crate::log::Level::Debug) {
         args.log_levels = vec!["*:warning".into()];
     }
@@ -294,6 +295,13 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         drop(regions);
         None
     };
+    if cfg.eal.telemetry {
+        crate::telemetry::register(
+            cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
+            ports.iter().map(|p| p.port.port_id()).collect(),
+        )
+        .map_err(fail)?;
+    }
     let stats_server = match cfg.daemon.stats_socket_path() {
         Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
         None => None,
@@ -437,6 +445,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     drop(cores);
     drop(ports);
     drop(eal);
+    remove_eal_runtime_dir(&cfg.daemon.name);
     // memif socket files (socket-abstract=no) the closed ports left; the stats and verbs
     // sockets are gone already (their owners removed them).
     for (path, key) in owned_sockets(&cfg) {
@@ -446,6 +455,15 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     }
     drop(lock);
     outcome
+}
+
+/// What the EAL leaves in its runtime directory (`/var/run/dpdk/<file prefix>`, the
+/// prefix being the daemon's name): the telemetry socket. Removed at an orderly exit, the
+/// directory too once empty (a killed daemon leaves them; the next start reuses them).
+fn remove_eal_runtime_dir(name: &str) {
+    let dir = std::path::Path::new("/var/run/dpdk").join(name);
+    let _ = std::fs::remove_file(dir.join("dpdk_telemetry.v2"));
+    let _ = std::fs::remove_dir(&dir);
 }
 
 /// The checks of the configuration against this machine that need no device (what

@@ -12,6 +12,7 @@ mod metrics;
 mod notify;
 mod ports;
 mod stats;
+mod telemetry;
 mod verbs;
 
 use std::process::ExitCode;

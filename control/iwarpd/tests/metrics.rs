@@ -273,3 +273,76 @@ fn a_scrape_of_a_running_daemon_is_valid_openmetrics() {
         "the endpoint outlived the daemon"
     );
 }
+
+/// The counters in DPDK telemetry (`eal.telemetry`, on by default): DPDK's own client,
+/// `dpdk-telemetry.py` (Debian package `dpdk-dev`), reads `/iwarp/counters`,
+/// `/iwarp/core,N` and `/iwarp/port,N`; an index out of range is an error (null).
+#[test]
+fn dpdk_telemetry_serves_the_counters() {
+    if !is_root() {
+        assert!(!ci(), "the telemetry test needs root (DPDK) under CI=true");
+        eprintln!("not root: the telemetry test skipped");
+        return;
+    }
+    let name = format!("t-telemetry-{}", std::process::id());
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let child = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--name", &name, "--log-level", "warn", "--core", "0"])
+        .args(["--set", "eal.hugepages=\"off\""])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn iwarpd");
+    let mut d = Daemon(child);
+    let socket = Path::new("/var/run/dpdk")
+        .join(&name)
+        .join("dpdk_telemetry.v2");
+    let commands = "/iwarp/counters\n/iwarp/core,0\n/iwarp/port,0\n/iwarp/core,9\n";
+    let end = Instant::now() + Duration::from_secs(120);
+    let out = loop {
+        if let Ok(Some(s)) = d.0.try_wait() {
+            let mut err = String::new();
+            let _ = d.0.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("iwarpd exited early ({s}): {err}");
+        }
+        if socket.exists() {
+            let Some(out) = checker("dpdk-telemetry.py", &["-f", &name], commands, "dpdk-dev")
+            else {
+                return;
+            };
+            // Registered once the cores run; the core publishes after its first loops.
+            if out.contains("\"iterations\": ") && !out.contains("\"iterations\": 0,") {
+                break out;
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "telemetry did not answer /iwarp/counters"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let lines: Vec<&str> = out.lines().filter(|l| l.starts_with('{')).collect();
+    assert_eq!(lines.len(), 4, "{out}");
+    assert!(
+        lines[0].starts_with("{\"/iwarp/counters\": {\"cores\": 1, \"iterations\": "),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[0].contains("\"frames_rx\": ") && lines[0].contains("\"drop_"),
+        "{}",
+        lines[0]
+    );
+    assert!(
+        lines[1].starts_with("{\"/iwarp/core\": {\"cores\": 1,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines[2].starts_with("{\"/iwarp/port\": {\"frames_rx\": "),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(lines[3], "{\"/iwarp/core\": null}", "core 9 does not exist");
+}

@@ -12,4 +12,5 @@
 #include <rte_mbuf.h>
 #include <rte_ether.h>
 #include <rte_ethdev.h>
+#include <rte_telemetry.h>
 #include "shim.h"

@@ -17,6 +17,7 @@ pub mod offload;
 pub mod port;
 pub mod portinfo;
 pub mod queue;
+pub mod telemetry;
 
 pub use args::{EalArgs, MemoryMode};
 pub use eal::Eal;

@@ -254,6 +254,10 @@ impl Drop for Daemon {
         for f in self.socket_files() {
             let _ = std::fs::remove_file(f);
         }
+        // The EAL's runtime directory (its telemetry socket) a killed daemon leaves.
+        let eal_dir = Path::new("/var/run/dpdk").join(&self.name);
+        let _ = std::fs::remove_file(eal_dir.join("dpdk_telemetry.v2"));
+        let _ = std::fs::remove_dir(&eal_dir);
         if !std::thread::panicking() {
             let _ = std::fs::remove_file(&self.log);
         }
