@@ -314,6 +314,10 @@ fn close<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, id: CmIdHandle, abort: b
     let x = cm(c, id)?;
     let q = match (x.state, x.qp) {
         (CmState::Connecting { .. } | CmState::Connected { .. }, Some(q)) => q,
+        // The connection ended already (the peer closed first, or it failed): nothing to
+        // do, as rdma_disconnect answers 0 then (the kernel's iw_cm_disconnect in
+        // CLOSING or IDLE). An id that never had one is still refused below.
+        (CmState::Closed, Some(_)) => return Ok(Response::Ok.into()),
         _ => {
             return Err(err(
                 ErrorCode::InvalidCmState,

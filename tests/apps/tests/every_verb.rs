@@ -231,6 +231,10 @@ fn run(pair: &DaemonPair) {
             }
         }
     }
+    // rdma_disconnect after the connection ended (the peer closed first, or twice) is
+    // 0, as the kernel's iWARP CM answers.
+    aid.disconnect().expect("disconnect after the peer closed");
+    bid.disconnect().expect("a second disconnect");
     drop((aid, bid));
     aqp.destroy().unwrap();
     bqp.destroy().unwrap();
