@@ -3,7 +3,8 @@
 # (one dataplane core each), then through scripts/iwarp-run: ibv_devices and ibv_devinfo
 # on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
 # and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw
-# also with -q 4, ib_read_bw, ib_send_lat, ib_write_lat; -R, 200 iterations) from
+# also with -q 4 and with -a (2 bytes to 8 MiB, 5 iterations each), ib_read_bw,
+# ib_send_lat, ib_write_lat, ib_read_lat; -R, 200 iterations) from
 # daemon B to daemon A. Ends with
 # "N passed, N failed"; exits non-zero when anything failed.
 #
@@ -104,21 +105,22 @@ rping_pair() {
 # connection: docs/DROPIN.md). scripts/interop-siw.sh treats it the same way with siw.
 perftest_race() { grep -qE 'Failed to (exchange data|sync) between' "$@"; }
 
-# perftest_pair NAME PORT TOOL ARGS...: server on daemon A, client on daemon B, -R -n 200;
+# perftest_pair NAME PORT TOOL ARGS...: server on daemon A, client on daemon B, -R -n ITERS
+# (PERFTEST_ITERS, default 200);
 # up to 3 tries (a fresh port each) when a try lost perftest's start-up race.
 perftest_pair() {
   local name=$1 port=$2; shift 2
-  local try crc src result
+  local try crc src result iters=${PERFTEST_ITERS:-200}
   for try in 1 2 3; do
-    echo "== $name: $* -R -n 200, client on daemon B, server on daemon A (try $try)"
-    IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" \
+    echo "== $name: $* -R -n $iters, client on daemon B, server on daemon A (try $try)"
+    IWARP_VERBS_DIR=$tmp/a timeout 120 scripts/iwarp-run "$@" -R -n "$iters" -p "$port" \
       > "$tmp/$name-server.log" 2>&1 &
     local srv=$!
     crc=0 src=0
     for _ in $(seq 20); do
       sleep 0.5 # the server listens
       crc=0
-      IWARP_VERBS_DIR=$tmp/b timeout 60 scripts/iwarp-run "$@" -R -n 200 -p "$port" 198.18.0.1 \
+      IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run "$@" -R -n "$iters" -p "$port" 198.18.0.1 \
         > "$tmp/$name-client.log" 2>&1 || crc=$?
       # Refused: the server was not listening yet.
       [ "$crc" -ne 0 ] && grep -q REJECTED "$tmp/$name-client.log" || break
@@ -152,6 +154,9 @@ perftest_pair ib_write_bw-q4 18518 ib_write_bw -q 4
 perftest_pair ib_read_bw 18519 ib_read_bw
 perftest_pair ib_send_lat 18520 ib_send_lat
 perftest_pair ib_write_lat 18521 ib_write_lat
+perftest_pair ib_read_lat 18522 ib_read_lat
+# Every size from 2 bytes to 8 MiB (-a), a few iterations each.
+PERFTEST_ITERS=5 perftest_pair ib_write_bw-all 18523 ib_write_bw -a
 
 echo "demo-dropin: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
