@@ -121,6 +121,11 @@ pub struct Args {
     #[arg(short = 'D', long = "duration", value_name = "SECONDS",
           value_parser = clap::value_parser!(u32).range(1..=3600))]
     pub duration_s: Option<u32>,
+    /// With -D: print a line every SECONDS (rate, or p50/p99 latency, of that interval;
+    /// kept in --json); 0: none. Default 1 with -D.
+    #[arg(short = 'i', long = "interval", value_name = "SECONDS", requires = "duration_s",
+          value_parser = clap::value_parser!(u32).range(0..=3600))]
+    pub interval_s: Option<u32>,
     /// Work requests outstanding per QP (bandwidth tests).
     #[arg(long, default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=MAX_DEPTH as i64))]
     pub depth: u32,
@@ -153,6 +158,15 @@ pub enum Role {
 }
 
 impl Args {
+    /// How often a timed run prints an interval line (`None`: never).
+    pub fn interval(&self) -> Option<std::time::Duration> {
+        self.duration_s?;
+        match self.interval_s.unwrap_or(1) {
+            0 => None,
+            s => Some(std::time::Duration::from_secs(u64::from(s))),
+        }
+    }
+
     /// Parses and checks `std::env::args`-like arguments.
     pub fn parse_from_args<I: IntoIterator<Item = String>>(args: I) -> Result<Args, clap::Error> {
         let a = Args::try_parse_from(args)?;

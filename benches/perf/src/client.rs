@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 use iwarp_verbs::{Arena, Cqe, RecvWr, SendFlags, SendOp, SendWr, SgList, Stag, WcOpcode};
 
 use crate::args::Test;
+use crate::progress::Progress;
 use crate::responder::{blank_cqe, check, credit_batch, peek, POLL_BATCH};
 use crate::setup::Endpoint;
 use crate::stats::{Bandwidth, Samples};
@@ -78,6 +79,7 @@ pub fn latency(
     size: u32,
     (warmup, length): (u64, Length),
     samples: &mut Samples,
+    progress: &mut Progress,
     idle: &mut dyn FnMut() -> Result<(), PerfError>,
 ) -> Result<u64, PerfError> {
     let mut wc: [Cqe; POLL_BATCH] = [blank_cqe(); POLL_BATCH];
@@ -86,6 +88,11 @@ pub fn latency(
     let mut i: u64 = 0;
     loop {
         let measured = i.saturating_sub(warmup);
+        if i == warmup {
+            progress.start(0);
+        } else if i > warmup && progress.due() {
+            progress.tick(measured, Some(samples.as_slice()));
+        }
         match length {
             Length::Iters(n) if measured >= n => break,
             Length::Time(d) if i >= warmup && start.elapsed() >= d => break,
@@ -140,6 +147,7 @@ pub fn latency(
         }
         i += 1;
     }
+    progress.finish(i.saturating_sub(warmup), Some(samples.as_slice()));
     // Drain the last send completions (write_lat: the answer can beat our completion).
     Ok(i.saturating_sub(warmup))
 }
@@ -161,6 +169,7 @@ pub fn bandwidth(
     size: u32,
     depth: u32,
     length: Length,
+    progress: &mut Progress,
     idle: &mut dyn FnMut() -> Result<(), PerfError>,
 ) -> Result<Bandwidth, PerfError> {
     let mut wc: [Cqe; POLL_BATCH] = [blank_cqe(); POLL_BATCH];
@@ -186,7 +195,11 @@ pub fn bandwidth(
     let start = Instant::now();
     let mut last_progress = start;
     let mut end = start;
+    progress.start(0);
     loop {
+        if progress.due() {
+            progress.tick(flows.iter().map(|f| f.completed).sum(), None);
+        }
         if let Length::Time(d) = length {
             if flows[0].target == u64::MAX && start.elapsed() >= d {
                 for f in flows.iter_mut() {
@@ -238,6 +251,7 @@ pub fn bandwidth(
         idle()?;
     }
     let messages: u64 = flows.iter().map(|f| f.completed).sum();
+    progress.finish(messages, None);
     Ok(Bandwidth {
         messages,
         bytes: messages * u64::from(size),

@@ -12,6 +12,7 @@
 
 mod args;
 mod client;
+mod progress;
 mod report;
 mod responder;
 mod run;

@@ -3,6 +3,7 @@
 use serde_json::{json, Value};
 
 use crate::args::Test;
+use crate::progress::IntervalResult;
 use crate::stats::{Bandwidth, LatencySummary};
 
 /// What one size measured.
@@ -15,7 +16,7 @@ pub enum Measured {
 }
 
 /// One size's result.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SizeResult {
     /// Message size in bytes.
     pub size: u64,
@@ -23,6 +24,8 @@ pub struct SizeResult {
     pub iterations: u64,
     /// The figures.
     pub measured: Measured,
+    /// The intervals of a timed run (`-D` with `--interval`), in order.
+    pub intervals: Vec<IntervalResult>,
 }
 
 /// The run's settings, for the report's head.
@@ -79,6 +82,24 @@ pub fn row(r: &SizeResult) -> String {
 }
 
 fn result_json(test: Test, r: &SizeResult) -> Value {
+    let mut v = measured_json(test, r);
+    if !r.intervals.is_empty() {
+        v["intervals"] = r
+            .intervals
+            .iter()
+            .map(|i| {
+                json!({
+                    "start_s": i.start_s, "end_s": i.end_s, "messages": i.messages,
+                    "bytes": i.bytes, "mb_per_s": i.mb_per_s(),
+                    "p50_us": i.p50_us, "p99_us": i.p99_us,
+                })
+            })
+            .collect();
+    }
+    v
+}
+
+fn measured_json(test: Test, r: &SizeResult) -> Value {
     match &r.measured {
         Measured::Latency(l) => json!({
             "size": r.size, "iterations": r.iterations,
@@ -125,6 +146,7 @@ mod tests {
                 p999_us: 9.0,
                 max_us: 12.0,
             }),
+            intervals: Vec::new(),
         }
     }
 
@@ -137,6 +159,7 @@ mod tests {
                 bytes: 5000 * 65536,
                 elapsed_s: 0.1,
             }),
+            intervals: Vec::new(),
         }
     }
 
@@ -154,6 +177,34 @@ mod tests {
             "     65536       5000      3276.80     26.214          50000"
         );
         assert_eq!(header(Test::WriteBw).len(), row(&bw()).len());
+    }
+
+    #[test]
+    fn json_keeps_the_intervals() {
+        let info = RunInfo {
+            test: Test::WriteBw,
+            qps: 1,
+            depth: 1,
+            daemons: vec!["a".into()],
+            peer: "198.18.0.1:18515".into(),
+        };
+        let mut r = bw();
+        assert!(json(&info, &[r.clone()])["results"][0]
+            .get("intervals")
+            .is_none());
+        r.intervals.push(IntervalResult {
+            start_s: 0.0,
+            end_s: 1.0,
+            messages: 10,
+            bytes: 655_360,
+            p50_us: None,
+            p99_us: None,
+        });
+        let j = json(&info, &[r]);
+        let i = &j["results"][0]["intervals"][0];
+        assert_eq!(i["messages"], 10);
+        assert_eq!(i["mb_per_s"], 0.65536);
+        assert!(i["p50_us"].is_null());
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::args::{Args, Role, Test};
 use crate::client::{self, Length, MAX_SAMPLES};
+use crate::progress::Progress;
 use crate::report::{self, Measured, SizeResult};
 use crate::responder::Responder;
 use crate::setup::{Endpoint, Side};
@@ -96,6 +97,8 @@ fn measure(
         let ep = eps
             .first_mut()
             .ok_or_else(|| PerfError::Setup("no connection".into()))?;
+        let div = if test.reports_half_rtt() { 2 } else { 1 };
+        let mut progress = Progress::new(args.interval(), size, div);
         let n = client::latency(
             test,
             ep,
@@ -103,9 +106,9 @@ fn measure(
             size32,
             (args.warmup, length(args)),
             samples,
+            &mut progress,
             idle,
         )?;
-        let div = if test.reports_half_rtt() { 2 } else { 1 };
         let s = samples
             .summary(div)
             .ok_or_else(|| PerfError::Run("no sample".into()))?;
@@ -113,6 +116,7 @@ fn measure(
             size,
             iterations: n,
             measured: Measured::Latency(s),
+            intervals: progress.intervals,
         })
     } else {
         let mut depth = args.effective_depth();
@@ -120,11 +124,13 @@ fn measure(
             // Outstanding READs are bounded by the ORD.
             depth = depth.min(ord.max(1));
         }
-        let b = client::bandwidth(test, eps, size32, depth, length(args), idle)?;
+        let mut progress = Progress::new(args.interval(), size, 1);
+        let b = client::bandwidth(test, eps, size32, depth, length(args), &mut progress, idle)?;
         Ok(SizeResult {
             size,
             iterations: b.messages,
             measured: Measured::Bandwidth(b),
+            intervals: progress.intervals,
         })
     }
 }

@@ -24,6 +24,11 @@ impl Samples {
         true
     }
 
+    /// The samples so far, in the order taken (until [`Samples::summary`] sorts them).
+    pub fn as_slice(&self) -> &[u64] {
+        &self.ns
+    }
+
     /// True when no more fit.
     pub fn is_full(&self) -> bool {
         self.ns.len() == self.ns.capacity()
