@@ -114,21 +114,13 @@ impl Node {
         let pd = r.alloc_pd().map_err(|e| err(e, "alloc_pd"))?;
         let (cq, _) = r.create_cq(cfg.cq_depth).map_err(|e| err(e, "create_cq"))?;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
             sq_depth: cfg.sq_depth,
             rq_depth: 16,
-            max_send_sge: 1,
-            max_recv_sge: 1,
             ord: 8,
             ird: 8,
             inbound_read: true,
             inbound_write: true,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let (qp, _) = r.create_qp(&attr).map_err(|e| err(e, "create_qp"))?;
         let access =

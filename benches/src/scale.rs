@@ -196,21 +196,9 @@ impl Side {
         let pd: PdId = r.alloc_pd().map_err(|e| err(e, "alloc_pd"))?;
         let (cq, _) = r.create_cq(4096).map_err(|e| err(e, "create_cq"))?;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
             sq_depth: 2,
-            rq_depth: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ord: 1,
-            ird: 1,
-            inbound_read: false,
             inbound_write: true,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let mut qps = Vec::with_capacity(n);
         for _ in 0..n {

@@ -42,10 +42,6 @@ impl Node {
         let (cq, _) = r.create_cq(256).unwrap();
         let (qp, _) = r
             .create_qp(&QpAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
                 sq_depth: 64,
                 rq_depth: 64,
                 max_send_sge: 4,
@@ -54,9 +50,7 @@ impl Node {
                 ird: 8,
                 inbound_read: true,
                 inbound_write: true,
-                bind_enabled: false,
-                privileged: false,
-                fast_reg: false,
+                ..QpAttr::new(pd, cq)
             })
             .unwrap();
         let access =
