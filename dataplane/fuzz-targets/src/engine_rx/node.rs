@@ -245,3 +245,7 @@ impl Node {
         }
     }
 }
+
+// The wire sees a node as its engine and memory; transmitted frames pass through
+// `out` (see `Node::drain`).
+iwarp_testkit::engine_station!(Node, eng, mem, out);
