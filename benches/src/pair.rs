@@ -8,11 +8,10 @@
 //! timer shows it).
 
 use core::fmt;
-use core::net::Ipv4Addr;
 
-use iwarp_engine::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
-use iwarp_mpa::CrcPolicy;
+use iwarp_engine::{AcceptParams, ConnectParams, Engine, Event};
 use iwarp_rdma::{mem::MrAttr, QpAttr, RnicLimits};
+use iwarp_testkit::engine::{bench_config, next_deadline, run_due_timers, Shuttle};
 use iwarp_types::{Access, CqId, Duration, Instant, PdId, QpId, RegionId, Stag, VecMemory};
 
 /// A benchmark could not be set up or its traffic failed.
@@ -31,8 +30,7 @@ fn err(what: impl fmt::Debug, context: &str) -> BenchError {
     BenchError(format!("{context}: {what:?}"))
 }
 
-/// Ethernet header bytes in front of the IP MTU.
-pub const ETH_HEADER_LEN: usize = 14;
+pub use iwarp_testkit::engine::ETH_HEADER_LEN;
 /// The listening port of engine B.
 pub const PORT: u16 = 4791;
 
@@ -90,18 +88,7 @@ pub struct Node {
 
 impl Node {
     fn new(last: u8, cfg: &PairConfig) -> Result<Node, BenchError> {
-        let mut ecfg = EngineConfig {
-            mac: [0x02, 0, 0, 0, 0, last],
-            ipv4: Ipv4Addr::new(198, 18, 0, last),
-            isn_secret: [last; 16],
-            stag_seed: u64::from(last),
-            mtu: cfg.mtu,
-            checksum_offload: cfg.checksum_offload,
-            ..EngineConfig::default()
-        };
-        // The engine clamps the MSS to the MTU; ask for the most the MTU allows.
-        ecfg.tcp.mss_bytes = u16::MAX;
-        ecfg.mpa.crc = CrcPolicy::Request;
+        let mut ecfg = bench_config(last, cfg.mtu, cfg.checksum_offload);
         ecfg.rnic.limits = RnicLimits {
             max_sq_wr: cfg.sq_depth.max(RnicLimits::default().max_sq_wr),
             max_cqe: cfg.cq_depth.max(RnicLimits::default().max_cqe),
@@ -114,21 +101,13 @@ impl Node {
         let pd = r.alloc_pd().map_err(|e| err(e, "alloc_pd"))?;
         let (cq, _) = r.create_cq(cfg.cq_depth).map_err(|e| err(e, "create_cq"))?;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
             sq_depth: cfg.sq_depth,
             rq_depth: 16,
-            max_send_sge: 1,
-            max_recv_sge: 1,
             ord: 8,
             ird: 8,
             inbound_read: true,
             inbound_write: true,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let (qp, _) = r.create_qp(&attr).map_err(|e| err(e, "create_qp"))?;
         let access =
@@ -189,9 +168,7 @@ pub struct Pair {
     pub stats: LinkStats,
     cfg: PairConfig,
     /// Preallocated frame buffers of one burst.
-    frames: Vec<Vec<u8>>,
-    /// Length of each frame of the current burst.
-    lens: Vec<usize>,
+    shuttle: Shuttle,
 }
 
 /// Which engine transmits in [`Pair::burst`].
@@ -218,8 +195,7 @@ impl Pair {
             now: Instant::ZERO,
             stats: LinkStats::default(),
             cfg,
-            frames: vec![vec![0; frame_len]; cfg.burst_frames],
-            lens: vec![0; cfg.burst_frames],
+            shuttle: Shuttle::new(frame_len, cfg.burst_frames),
         })
     }
 
@@ -284,19 +260,9 @@ impl Pair {
             Dir::AtoB => (&mut self.a, &mut self.b),
             Dir::BtoA => (&mut self.b, &mut self.a),
         };
-        let mut n = 0;
-        while n < self.frames.len() {
-            let Some(len) = tx.eng.poll_transmit(now, &mut self.frames[n], &tx.mem) else {
-                break;
-            };
-            self.lens[n] = len;
-            n += 1;
-        }
-        let mut bytes = 0u64;
-        for (frame, &len) in self.frames.iter().zip(&self.lens).take(n) {
-            rx.eng.handle_frame(now, &frame[..len], &mut rx.mem);
-            bytes += len as u64;
-        }
+        let (n, bytes) =
+            self.shuttle
+                .burst(now, (&mut tx.eng, &tx.mem), (&mut rx.eng, &mut rx.mem));
         match dir {
             Dir::AtoB => {
                 self.stats.frames_ab += n as u64;
@@ -329,20 +295,12 @@ impl Pair {
     }
 
     fn next_deadline(&self) -> Option<Instant> {
-        [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min()
+        next_deadline(&self.a.eng, &self.b.eng)
     }
 
     fn run_due_timers(&mut self) {
-        let now = self.now;
-        if self.a.eng.poll_timeout().is_some_and(|t| t <= now) {
-            self.a.eng.handle_timeout(now, &mut self.a.mem);
-        }
-        if self.b.eng.poll_timeout().is_some_and(|t| t <= now) {
-            self.b.eng.handle_timeout(now, &mut self.b.mem);
-        }
+        run_due_timers(self.now, &mut self.a.eng, &mut self.a.mem);
+        run_due_timers(self.now, &mut self.b.eng, &mut self.b.mem);
     }
 
     /// Drains both engines' events; an event other than a CQ notification is an error

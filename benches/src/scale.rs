@@ -13,16 +13,16 @@
 //! - one signaled 64-byte RDMA WRITE on every QP, checked byte for byte at B;
 //! - disconnect of every QP, the TCP connections run out of TIME_WAIT, and memory again.
 
-use core::net::Ipv4Addr;
 use std::time::{Duration as WallDuration, Instant as WallInstant};
 
 use iwarp_engine::{AcceptParams, ConnectParams, Engine, EngineConfig, Event};
-use iwarp_mpa::CrcPolicy;
 use iwarp_rdma::{mem::MrAttr, QpAttr, RnicLimits};
 use iwarp_types::{
     Access, CqId, Cqe, Duration, Instant, PdId, QpId, RegionId, SendFlags, SendOp, SendWr, SgList,
     Sge, Stag, VecMemory, WcOpcode, WcStatus,
 };
+
+use iwarp_testkit::engine::{bench_config, next_deadline, run_due_timers, Shuttle};
 
 use crate::pair::{BenchError, ETH_HEADER_LEN};
 
@@ -155,18 +155,11 @@ pub fn cpu_time() -> WallDuration {
 /// The engine configuration for `n` connections with one QP each.
 pub fn scale_config(last: u8, n: usize) -> EngineConfig {
     let mut c = EngineConfig {
-        mac: [0x02, 0, 0, 0, 0, last],
-        ipv4: Ipv4Addr::new(198, 18, 0, last),
-        isn_secret: [last; 16],
-        stag_seed: u64::from(last),
-        checksum_offload: true,
         max_conns: n + 64,
         backlog_max: n.max(1),
         event_queue_len: 2 * n + 256,
-        ..EngineConfig::default()
+        ..bench_config(last, EngineConfig::default().mtu, true)
     };
-    c.tcp.mss_bytes = u16::MAX;
-    c.mpa.crc = CrcPolicy::Request;
     c.mpa.p2p = true;
     c.rnic.limits = RnicLimits {
         max_qps: (n + 64) as u32,
@@ -196,21 +189,9 @@ impl Side {
         let pd: PdId = r.alloc_pd().map_err(|e| err(e, "alloc_pd"))?;
         let (cq, _) = r.create_cq(4096).map_err(|e| err(e, "create_cq"))?;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
             sq_depth: 2,
-            rq_depth: 1,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            ord: 1,
-            ird: 1,
-            inbound_read: false,
             inbound_write: true,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let mut qps = Vec::with_capacity(n);
         for _ in 0..n {
@@ -251,8 +232,7 @@ struct Scale {
     a: Side,
     b: Side,
     now: Instant,
-    frames: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    link: Shuttle,
     cqes: Vec<Cqe>,
 }
 
@@ -275,17 +255,9 @@ impl Scale {
             } else {
                 (&mut self.b, &mut self.a)
             };
-            let mut n = 0;
-            while n < self.frames.len() {
-                let Some(len) = tx.eng.poll_transmit(self.now, &mut self.frames[n], &tx.mem) else {
-                    break;
-                };
-                self.lens[n] = len;
-                n += 1;
-            }
-            for (f, &len) in self.frames.iter().zip(&self.lens).take(n) {
-                rx.eng.handle_frame(self.now, &f[..len], &mut rx.mem);
-            }
+            let (n, _) =
+                self.link
+                    .burst(self.now, (&mut tx.eng, &tx.mem), (&mut rx.eng, &mut rx.mem));
             moved += n;
         }
         moved
@@ -293,9 +265,7 @@ impl Scale {
 
     fn timers(&mut self) {
         for s in [&mut self.a, &mut self.b] {
-            if s.eng.poll_timeout().is_some_and(|t| t <= self.now) {
-                s.eng.handle_timeout(self.now, &mut s.mem);
-            }
+            run_due_timers(self.now, &mut s.eng, &mut s.mem);
         }
     }
 
@@ -306,11 +276,7 @@ impl Scale {
         self.timers();
         let moved = self.shuttle();
         if moved == 0 && jump {
-            let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-                .into_iter()
-                .flatten()
-                .min();
-            if let Some(t) = next {
+            if let Some(t) = next_deadline(&self.a.eng, &self.b.eng) {
                 self.now = self.now.max(t);
                 self.timers();
             }
@@ -394,8 +360,7 @@ pub fn run(n: usize) -> Result<ScaleReport, BenchError> {
         a,
         b,
         now: Instant::ZERO,
-        frames: vec![vec![0; frame_len]; BURST_FRAMES],
-        lens: vec![0; BURST_FRAMES],
+        link: Shuttle::new(frame_len, BURST_FRAMES),
         cqes: vec![
             Cqe {
                 wr_id: 0,

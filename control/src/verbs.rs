@@ -610,8 +610,6 @@ fn create_qp<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: QpCreate) -> Res 
         }
     }
     let attr = QpAttr {
-        pd: pd_cores[core],
-        send_cq: scq[core],
         recv_cq: rcq[core],
         srq: srq.map(|s| s.1),
         sq_depth: a.cap.max_send_wr,
@@ -627,6 +625,7 @@ fn create_qp<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: QpCreate) -> Res 
         // Fast-Register is safe for clients: the service resolves a FastReg's arena
         // through the client's own arenas and the engine checks the PD (docs/APPS.md).
         fast_reg: true,
+        ..QpAttr::new(pd_cores[core], scq[core])
     };
     let req = ServiceRequest::CreateQp {
         client: c.id,

@@ -215,21 +215,12 @@ impl LoadgenClient {
         for i in 0..spec.qps {
             let cq = cqs.cq_for(i);
             let attr = QpAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
                 sq_depth: spec.sq_depth(),
                 rq_depth,
-                max_send_sge: 1,
-                max_recv_sge: 1,
                 ord,
                 ird: 1.min(limits.max_ird),
-                inbound_read: false,
                 inbound_write: true,
-                bind_enabled: false,
-                privileged: false,
-                fast_reg: false,
+                ..QpAttr::new(pd, cq)
             };
             match r.create_qp(&attr) {
                 Ok((qp, _)) => qps.push(QpSlot {

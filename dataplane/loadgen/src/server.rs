@@ -327,21 +327,13 @@ impl LoadgenServer {
         let ctl = layout.ctl_tx > layout.ctl_rx;
         let depth = hello.depth.max(1);
         let attr = QpAttr {
-            pd: self.pd,
-            send_cq: self.cqs.cq_for(buffer.unwrap_or(0)),
-            recv_cq: self.cqs.cq_for(buffer.unwrap_or(0)),
-            srq: None,
             sq_depth: if ctl { depth } else { 1 },
             rq_depth: if ctl { depth } else { 1 },
-            max_send_sge: 1,
-            max_recv_sge: 1,
             ord: 1.min(limits.max_ord),
             ird: limits.max_ird,
             inbound_read: hello.op == Op::Read,
             inbound_write: hello.op == Op::Write,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(self.pd, self.cqs.cq_for(buffer.unwrap_or(0)))
         };
         let (qp, attr) = engine
             .rnic_mut()

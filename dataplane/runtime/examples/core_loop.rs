@@ -26,21 +26,13 @@ fn verbs(tb: &mut Testbed, w: Which) -> (QpId, CqId, Stag) {
         panic!("cq")
     };
     let attr = QpAttr {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
         sq_depth: 512,
         rq_depth: 16,
-        max_send_sge: 1,
-        max_recv_sge: 1,
         ord: 8,
         ird: 8,
         inbound_read: true,
         inbound_write: true,
-        bind_enabled: false,
-        privileged: false,
-        fast_reg: false,
+        ..QpAttr::new(pd, cq)
     };
     let Done::Qp(qp, _) = call(Op::CreateQp(attr)) else {
         panic!("qp")

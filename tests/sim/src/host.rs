@@ -314,10 +314,6 @@ pub fn sim_of_hosts(
 /// Default QP attributes for a PD and CQ.
 pub fn qp_attr(pd: PdId, cq: CqId) -> QpAttr {
     QpAttr {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
         sq_depth: 256,
         rq_depth: 256,
         max_send_sge: iwarp_types::MAX_SGE as u32,
@@ -329,6 +325,7 @@ pub fn qp_attr(pd: PdId, cq: CqId) -> QpAttr {
         bind_enabled: true,
         privileged: true,
         fast_reg: true,
+        ..QpAttr::new(pd, cq)
     }
 }
 

@@ -155,10 +155,6 @@ impl Side {
         };
         s.cq = cq;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
-            srq: None,
             sq_depth: 32,
             rq_depth: 32,
             max_send_sge: 4,
@@ -167,9 +163,7 @@ impl Side {
             ird: 8,
             inbound_read: true,
             inbound_write: true,
-            bind_enabled: false,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let ServiceReply::Qp { qp, .. } = s
             .call(ServiceRequest::CreateQp {

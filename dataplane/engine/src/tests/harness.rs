@@ -5,6 +5,8 @@ use core::net::Ipv4Addr;
 use iwarp_rdma::{mem::MrAttr, QpAttr};
 use iwarp_types::{Access, CqId, Cqe, Duration, Instant, QpId, RegionId, Stag, VecMemory};
 
+use iwarp_testkit::wire::{self, Settle, Timers};
+
 use crate::{Engine, EngineConfig, Event};
 
 /// Arena size of each node.
@@ -42,10 +44,6 @@ impl Node {
         let (cq, _) = r.create_cq(256).unwrap();
         let (qp, _) = r
             .create_qp(&QpAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
                 sq_depth: 64,
                 rq_depth: 64,
                 max_send_sge: 4,
@@ -54,9 +52,7 @@ impl Node {
                 ird: 8,
                 inbound_read: true,
                 inbound_write: true,
-                bind_enabled: false,
-                privileged: false,
-                fast_reg: false,
+                ..QpAttr::new(pd, cq)
             })
             .unwrap();
         let access =
@@ -163,19 +159,7 @@ impl Pair {
     /// Moves time to the earlier engine timer if it is due by `limit` and runs both
     /// engines' timers; false (time unchanged) if no timer is due by then.
     pub fn next_timer(&mut self, limit: Instant) -> bool {
-        let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-            .into_iter()
-            .flatten()
-            .min();
-        match next {
-            Some(t) if t <= limit => {
-                self.now = t.max(self.now);
-                self.a.eng.handle_timeout(self.now, &mut self.a.mem);
-                self.b.eng.handle_timeout(self.now, &mut self.b.mem);
-                true
-            }
-            _ => false,
-        }
+        wire::next_timer(&mut self.a, &mut self.b, &mut self.now, limit)
     }
 
     /// Runs (advancing time when quiet) until `done` holds. Panics if it never does.
@@ -196,42 +180,28 @@ impl Pair {
     /// Moves frames until both sides are quiet; advances time to timers only if
     /// `advance` and nothing is in flight. Bounded.
     pub fn run(&mut self, advance: bool) {
-        for _ in 0..10_000 {
-            self.a.drain(self.now);
-            self.b.drain(self.now);
-            let fa = core::mem::take(&mut self.a.frames_out);
-            let fb = core::mem::take(&mut self.b.frames_out);
-            if fa.is_empty() && fb.is_empty() {
-                // Quiet: handle timers already due (delayed ACKs at `now`).
-                if !advance {
-                    return;
-                }
-                let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                match next {
-                    Some(t) if t <= self.now + Duration::from_secs(600) => {
-                        self.now = t.max(self.now);
-                        self.a.eng.handle_timeout(self.now, &mut self.a.mem);
-                        self.b.eng.handle_timeout(self.now, &mut self.b.mem);
-                    }
-                    _ => return,
-                }
-                continue;
-            }
-            self.now += Duration::from_micros(10);
-            for mut f in fa {
-                if (self.a_to_b)(&mut f) {
-                    self.b.eng.handle_frame(self.now, &f, &mut self.b.mem);
-                }
-            }
-            for mut f in fb {
-                if (self.b_to_a)(&mut f) {
-                    self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
-                }
-            }
-        }
-        panic!("pair did not settle");
+        let timers = if advance {
+            Timers::Within(Duration::from_secs(600))
+        } else {
+            Timers::Never
+        };
+        let settle = Settle {
+            max_rounds: 10_000,
+            step: Duration::from_micros(10),
+            timers,
+        };
+        let (a_to_b, b_to_a) = (&mut self.a_to_b, &mut self.b_to_a);
+        let settled = wire::settle(
+            &mut self.a,
+            &mut self.b,
+            &mut self.now,
+            settle,
+            |to_b, f| if to_b { a_to_b(f) } else { b_to_a(f) },
+        );
+        assert!(settled, "pair did not settle");
     }
 }
+
+// The wire sees a node as its engine and memory; transmitted frames pass through
+// `frames_out` (see `Node::drain`).
+iwarp_testkit::engine_station!(Node, eng, mem, frames_out);

@@ -223,21 +223,11 @@ fn connectable_qp(e: &mut Engine) -> iwarp_types::QpId {
     let pd = r.alloc_pd().unwrap();
     let (cq, _) = r.create_cq(16).unwrap();
     let attr = iwarp_rdma::QpAttr {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
         sq_depth: 4,
         rq_depth: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        ord: 1,
-        ird: 1,
         inbound_read: true,
         inbound_write: true,
-        bind_enabled: false,
-        privileged: false,
-        fast_reg: false,
+        ..iwarp_rdma::QpAttr::new(pd, cq)
     };
     e.rnic_mut().create_qp(&attr).unwrap().0
 }

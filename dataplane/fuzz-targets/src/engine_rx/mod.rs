@@ -18,6 +18,8 @@ use iwarp_wire::l2l4::{
     EthernetFrame, EthernetProtocol, IpAddress, IpProtocol, Ipv4Packet, TcpPacket,
 };
 
+use iwarp_testkit::wire::{self, Settle, Timers};
+
 use crate::cursor::Cursor;
 use node::{Node, FRAME_MAX, RCV_WND, READABLE_END, RECV_AREA, RECV_LEN, WRITABLE_END};
 
@@ -71,47 +73,27 @@ impl Pair {
     /// Moves frames until both sides are quiet (bounded); with `advance`, jumps to timers
     /// (at most `horizon` ahead) when quiet. Legitimate frames become templates.
     fn run(&mut self, advance: bool, horizon: Duration) {
-        let end = Instant(self.now.0.saturating_add(horizon.0));
-        for _ in 0..2_000 {
-            self.a.drain(self.now);
-            self.b.drain(self.now);
-            let fa = core::mem::take(&mut self.a.out);
-            let fb = core::mem::take(&mut self.b.out);
-            if fa.is_empty() && fb.is_empty() {
-                if !advance {
-                    return;
-                }
-                let next = [self.a.eng.poll_timeout(), self.b.eng.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-                match next {
-                    Some(t) if t <= end => {
-                        self.now = t.max(self.now);
-                        self.a.eng.handle_timeout(self.now, &mut self.a.mem);
-                        self.b.eng.handle_timeout(self.now, &mut self.b.mem);
-                    }
-                    _ => return,
-                }
-                continue;
-            }
-            self.now = Instant(self.now.0 + 10_000);
-            for f in fa {
-                self.b.eng.handle_frame(self.now, &f, &mut self.b.mem);
-                self.keep(true, f);
-            }
-            for f in fb {
-                self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
-                self.keep(false, f);
-            }
-        }
-    }
-
-    fn keep(&mut self, to_b: bool, frame: Vec<u8>) {
-        if self.templates.len() >= TEMPLATES {
-            self.templates.remove(0);
-        }
-        self.templates.push(Template { to_b, frame });
+        let timers = if advance {
+            Timers::Until(self.now + horizon)
+        } else {
+            Timers::Never
+        };
+        let settle = Settle {
+            max_rounds: 2_000,
+            step: Duration::from_micros(10),
+            timers,
+        };
+        let templates = &mut self.templates;
+        wire::settle(
+            &mut self.a,
+            &mut self.b,
+            &mut self.now,
+            settle,
+            |to_b, f| {
+                keep(templates, to_b, f.clone());
+                true
+            },
+        );
     }
 
     /// Connects A to B's listener and accepts: both QPs in RTS, or `None`.
@@ -190,6 +172,14 @@ impl Pair {
 
 /// Recomputes the IPv4 header checksum and the TCP checksum of an Ethernet frame, when
 /// they can be found.
+/// Keeps a frame seen on the wire as a template (the last [`TEMPLATES`]).
+fn keep(templates: &mut Vec<Template>, to_b: bool, frame: Vec<u8>) {
+    if templates.len() >= TEMPLATES {
+        templates.remove(0);
+    }
+    templates.push(Template { to_b, frame });
+}
+
 fn fix_checksums(frame: &mut [u8]) {
     let Ok(eth) = EthernetFrame::new_checked(&*frame) else {
         return;

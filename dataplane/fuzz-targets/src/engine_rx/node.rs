@@ -109,10 +109,6 @@ impl Node {
         let (cq, _) = r.create_cq(256).ok()?;
         let (qp, _) = r
             .create_qp(&QpAttr {
-                pd,
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
                 sq_depth: 32,
                 rq_depth: 32,
                 max_send_sge: 2,
@@ -121,9 +117,7 @@ impl Node {
                 ird: 4,
                 inbound_read: true,
                 inbound_write: true,
-                bind_enabled: false,
-                privileged: false,
-                fast_reg: false,
+                ..QpAttr::new(pd, cq)
             })
             .ok()?;
         let mut reg = |off: u64, len: u64, access: Access| {
@@ -251,3 +245,7 @@ impl Node {
         }
     }
 }
+
+// The wire sees a node as its engine and memory; transmitted frames pass through
+// `out` (see `Node::drain`).
+iwarp_testkit::engine_station!(Node, eng, mem, out);

@@ -95,9 +95,6 @@ impl Setup {
         let ird = u32::from(k >> 1 & 3) + 1;
         let ord = u32::from(k >> 3 & 1) + 1;
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
             srq,
             sq_depth: 16,
             rq_depth: 16,
@@ -108,8 +105,7 @@ impl Setup {
             inbound_read: k & 0x10 == 0,
             inbound_write: k & 0x20 == 0,
             bind_enabled: true,
-            privileged: false,
-            fast_reg: false,
+            ..QpAttr::new(pd, cq)
         };
         let (qp, _) = rnic.create_qp(&attr).ok()?;
         let mut regions = Vec::new();

@@ -7,12 +7,12 @@
 use core::net::Ipv4Addr;
 
 use iwarp_engine::{Engine, EngineConfig};
-use iwarp_mpa::CrcPolicy;
 use iwarp_rdma::RnicLimits;
 use iwarp_runtime::App;
+use iwarp_testkit::engine::{bench_config, bench_ip, run_due_timers, Shuttle, ETH_HEADER_LEN};
 use iwarp_types::{Duration, Instant, RegionId, VecMemory};
 
-pub const IP_B: Ipv4Addr = Ipv4Addr::new(198, 18, 0, 2);
+pub const IP_B: Ipv4Addr = bench_ip(2);
 
 pub struct Host {
     pub eng: Engine,
@@ -45,19 +45,11 @@ impl Default for NetConfig {
 
 fn host(last: u8, cfg: &NetConfig) -> Host {
     let mut e = EngineConfig {
-        mac: [0x02, 0, 0, 0, 0, last],
-        ipv4: Ipv4Addr::new(198, 18, 0, last),
-        isn_secret: [last; 16],
-        stag_seed: u64::from(last),
-        mtu: cfg.mtu,
-        checksum_offload: true,
         max_conns: cfg.max_conns,
         backlog_max: 256,
         event_queue_len: 4096,
-        ..EngineConfig::default()
+        ..bench_config(last, cfg.mtu, true)
     };
-    e.tcp.mss_bytes = u16::MAX;
-    e.mpa.crc = CrcPolicy::Request;
     e.rnic.limits = RnicLimits {
         max_qps: cfg.max_qps,
         ..RnicLimits::default()
@@ -73,8 +65,7 @@ pub struct Net {
     pub b: Host,
     pub now: Instant,
     cfg: NetConfig,
-    frames: Vec<Vec<u8>>,
-    lens: Vec<usize>,
+    shuttle: Shuttle,
     pub frames_moved: u64,
 }
 
@@ -99,8 +90,7 @@ impl Net {
             a: host(1, &cfg),
             b: host(2, &cfg),
             now: Instant(1_000_000),
-            frames: vec![vec![0; cfg.mtu + 14]; cfg.burst],
-            lens: vec![0; cfg.burst],
+            shuttle: Shuttle::new(cfg.mtu + ETH_HEADER_LEN, cfg.burst),
             cfg,
             frames_moved: 0,
         }
@@ -113,18 +103,9 @@ impl Net {
         } else {
             (&mut self.b, &mut self.a)
         };
-        let mut n = 0;
-        while n < self.frames.len() {
-            let Some(len) = tx.eng.poll_transmit(now, &mut self.frames[n], &tx.mem) else {
-                break;
-            };
-            self.lens[n] = len;
-            n += 1;
-        }
-        for k in 0..n {
-            rx.eng
-                .handle_frame(now, &self.frames[k][..self.lens[k]], &mut rx.mem);
-        }
+        let (n, _) = self
+            .shuttle
+            .burst(now, (&mut tx.eng, &tx.mem), (&mut rx.eng, &mut rx.mem));
         if a_to_b {
             drain_events(now, rx, b_apps);
         } else {
@@ -137,9 +118,7 @@ impl Net {
     fn timers(&mut self, a_apps: &mut Apps<'_>, b_apps: &mut Apps<'_>) {
         let now = self.now;
         for h in [&mut self.a, &mut self.b] {
-            if h.eng.poll_timeout().is_some_and(|t| t <= now) {
-                h.eng.handle_timeout(now, &mut h.mem);
-            }
+            run_due_timers(now, &mut h.eng, &mut h.mem);
         }
         drain_events(now, &mut self.a, a_apps);
         drain_events(now, &mut self.b, b_apps);

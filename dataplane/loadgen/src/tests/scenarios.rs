@@ -289,21 +289,10 @@ fn bad_hellos_are_rejected_with_a_reason() {
     let pd = r.alloc_pd().unwrap();
     let (cq, _) = r.create_cq(16).unwrap();
     let attr = QpAttr {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
         sq_depth: 4,
         rq_depth: 4,
-        max_send_sge: 1,
-        max_recv_sge: 1,
-        ord: 1,
-        ird: 1,
-        inbound_read: false,
         inbound_write: true,
-        bind_enabled: false,
-        privileged: false,
-        fast_reg: false,
+        ..QpAttr::new(pd, cq)
     };
     let (qp, _) = r.create_qp(&attr).unwrap();
     let params = ConnectParams {

@@ -41,6 +41,32 @@ pub struct QpAttr {
     pub fast_reg: bool,
 }
 
+impl QpAttr {
+    /// The smallest QP in `pd` with both queues on `cq`: no SRQ, queues one WR deep, one
+    /// SGE per WR, ORD and IRD 1, no inbound RDMA Read or Write, no Bind, unprivileged.
+    /// Set what differs with struct update syntax:
+    /// `QpAttr { sq_depth: 64, inbound_write: true, ..QpAttr::new(pd, cq) }`.
+    pub const fn new(pd: PdId, cq: CqId) -> QpAttr {
+        QpAttr {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            sq_depth: 1,
+            rq_depth: 1,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            ord: 1,
+            ird: 1,
+            inbound_read: false,
+            inbound_write: false,
+            bind_enabled: false,
+            privileged: false,
+            fast_reg: false,
+        }
+    }
+}
+
 /// Modify QP inputs (verbs 9.2.5.3). `None` leaves an attribute unchanged; `state: None`
 /// is an attribute-only change in the current state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

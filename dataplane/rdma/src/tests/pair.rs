@@ -77,9 +77,6 @@ impl Side {
         let (cq, _) = rnic.create_cq(4096).unwrap();
         let srq = o.srq.then(|| rnic.create_srq(pd, 64, 4, 0).unwrap().0);
         let attr = QpAttr {
-            pd,
-            send_cq: cq,
-            recv_cq: cq,
             srq,
             sq_depth: o.sq_depth,
             rq_depth: o.rq_depth,
@@ -92,6 +89,7 @@ impl Side {
             bind_enabled: true,
             privileged: o.privileged,
             fast_reg: o.privileged,
+            ..QpAttr::new(pd, cq)
         };
         let (qp, _) = rnic.create_qp(&attr).unwrap();
         if o.establish {

@@ -26,21 +26,13 @@ pub struct Verbs {
 
 pub fn qp_attr(pd: PdId, cq: CqId) -> QpAttr {
     QpAttr {
-        pd,
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
         sq_depth: 64,
         rq_depth: 64,
-        max_send_sge: 1,
-        max_recv_sge: 1,
         ord: 8,
         ird: 8,
         inbound_read: true,
         inbound_write: true,
-        bind_enabled: false,
-        privileged: false,
-        fast_reg: false,
+        ..QpAttr::new(pd, cq)
     }
 }
 
