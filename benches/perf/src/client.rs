@@ -72,6 +72,7 @@ fn repost_recv(ep: &mut Endpoint, wr_id: u64) -> Result<(), PerfError> {
 
 /// One latency measurement of `size` bytes on `ep` (`warmup` unmeasured iterations, then
 /// `length`): round trip samples in `samples`.
+#[allow(clippy::too_many_arguments)] // the measuring loop's inputs, each used in it
 pub fn latency(
     test: Test,
     ep: &mut Endpoint,
