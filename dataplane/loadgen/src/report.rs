@@ -615,4 +615,105 @@ mod tests {
         assert!(s.to_string().contains("3 accepted"));
         assert!(s.to_json().contains("\"accepted\":3"));
     }
+
+    /// A report with every field of the JSON set (nothing zero that can be non-zero).
+    fn fixed() -> Report {
+        let mut r = sample(123_457, 1.25, &[1500, 2500, 9000, 12_345]);
+        r.op = Op::Read;
+        r.verify = true;
+        r.setup.established = 3;
+        r.setup.window_ns = 1_234_567;
+        for v in [10_000, 20_000, 35_000] {
+            r.setup.latency.record(v);
+        }
+        let e = &mut r.errors;
+        e.connect_failed = 1;
+        e.rejected = 2;
+        e.reject_reason = Some(RejectReason::BadSize);
+        e.bad_accept = 3;
+        e.qp_lost = 4;
+        e.completions[WcStatus::Flushed as usize] = 5;
+        e.completions[WcStatus::ALL.len() - 1] = 6;
+        e.async_events = 7;
+        e.post_failed = 8;
+        e.protocol = 9;
+        e.verify_mismatches = 10;
+        e.bad_close = 11;
+        r.close = CloseStats {
+            graceful: 12,
+            reset: 13,
+            aborted: 14,
+            terminates_sent: 15,
+            terminates_received: 16,
+        };
+        for i in 0..2 {
+            r.mismatches.push(Mismatch {
+                qp: i,
+                seq: 17 + u64::from(i),
+                offset: 24,
+                expected: 0x0123_4567_89ab_cdef,
+                got: 0xfeed_u64 << i,
+            });
+        }
+        r
+    }
+
+    fn fixed_server() -> ServerReport {
+        ServerReport {
+            accepted: 1,
+            rejected: 2,
+            served: 3,
+            failed: 4,
+            active: 5,
+            messages_received: 6,
+            bytes_received: 7,
+            messages_verified: 8,
+            bytes_verified: 9,
+            verify_mismatches: 10,
+            credits_sent: 11,
+            acks_sent: 12,
+            errors: 13,
+            mismatches: fixed().mismatches,
+        }
+    }
+
+    /// `to_json` of [`fixed`], [`fixed_server`] and an empty SEND report as the
+    /// hand-written serializer wrote them: scripts/bench-loadgen.sh, scripts/linux-peer.sh
+    /// and `iwarpd stats --json` readers depend on these names and this nesting.
+    const PINNED: [&str; 3] = [
+        r#"{"op":"read","size":1000,"qps":1,"depth":8,"verify":true,"seconds":1.250000,"messages":123457,"bytes":123457000,"goodput_gbps":0.790125,"messages_per_sec":98765.600,"latency_us":{"p50":2.511,"p90":12.345,"p99":12.345,"p999":12.345,"max":12.345,"samples":4},"setup":{"established":3,"window_s":0.001235,"rate_per_sec":2430.002,"p50_us":20.095,"p99_us":35.000,"max_us":35.000},"errors":{"connect_failed":1,"rejected":2,"bad_accept":3,"qp_lost":4,"completion_errors":11,"async_events":7,"post_failed":8,"protocol":9,"verify_mismatches":10,"bad_close":11,"completions_by_status":{"Flushed":5,"RemoteOperationError":6}},"close":{"graceful":12,"reset":13,"aborted":14,"terminates_sent":15,"terminates_received":16},"mismatches":[{"qp":0,"seq":17,"offset":24,"expected":"0x0123456789abcdef","got":"0x000000000000feed"},{"qp":1,"seq":18,"offset":24,"expected":"0x0123456789abcdef","got":"0x000000000001fdda"}]}"#,
+        r#"{"accepted":1,"rejected":2,"served":3,"failed":4,"active":5,"messages_received":6,"bytes_received":7,"messages_verified":8,"bytes_verified":9,"verify_mismatches":10,"credits_sent":11,"acks_sent":12,"errors":13}"#,
+        r#"{"op":"send","size":64,"qps":1,"depth":1,"verify":false,"seconds":0.000000,"messages":0,"bytes":0,"goodput_gbps":0.000000,"messages_per_sec":0.000,"latency_us":{"p50":0.000,"p90":0.000,"p99":0.000,"p999":0.000,"max":0.000,"samples":0},"setup":{"established":0,"window_s":0.000000,"rate_per_sec":0.000,"p50_us":0.000,"p99_us":0.000,"max_us":0.000},"errors":{"connect_failed":0,"rejected":0,"bad_accept":0,"qp_lost":0,"completion_errors":0,"async_events":0,"post_failed":0,"protocol":0,"verify_mismatches":0,"bad_close":0,"completions_by_status":{}},"close":{"graceful":0,"reset":0,"aborted":0,"terminates_sent":0,"terminates_received":0},"mismatches":[]}"#,
+    ];
+
+    /// The keys of a JSON text in the order written (nesting flattened).
+    fn keys_in_order(json: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = json;
+        while let Some(i) = rest.find('"') {
+            let after = &rest[i + 1..];
+            let Some(j) = after.find('"') else { break };
+            let (word, tail) = (&after[..j], &after[j + 1..]);
+            if tail.starts_with(':') {
+                out.push(word.to_string());
+            }
+            rest = tail;
+        }
+        out
+    }
+
+    #[test]
+    fn json_shape_is_pinned() {
+        let now = [
+            fixed().to_json(),
+            fixed_server().to_json(),
+            Report::new(Op::Send, 64, 1, 1, false).to_json(),
+        ];
+        for (pinned, now) in PINNED.iter().zip(now.iter()) {
+            let a: serde_json::Value = serde_json::from_str(pinned).unwrap();
+            let b: serde_json::Value = serde_json::from_str(now).expect(now);
+            assert_eq!(a, b, "\npinned: {pinned}\nnow:    {now}");
+            assert_eq!(keys_in_order(pinned), keys_in_order(now), "{now}");
+        }
+    }
 }
