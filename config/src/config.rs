@@ -453,6 +453,16 @@ mod tests {
     }
 
     #[test]
+    fn log_format_is_text_or_json() {
+        assert_eq!(Config::default().daemon.log_format, crate::LogFormat::Text);
+        let c = Config::from_toml_str("[daemon]\nlog_format = \"json\"\n").unwrap();
+        assert_eq!(c.daemon.log_format, crate::LogFormat::Json);
+        let e = Config::from_toml_str("[daemon]\nlog_format = \"xml\"\n").unwrap_err();
+        assert_eq!(e.field, "daemon.log_format", "{e}");
+        assert!(e.to_string().contains("xml"), "{e}");
+    }
+
+    #[test]
     fn syntax_errors_give_the_line() {
         let e = Config::from_toml_str("[daemon]\nname = \"a\"\nlog_level = \n").unwrap_err();
         assert_eq!(e.field, "daemon.log_level");

@@ -30,6 +30,18 @@ pub enum LogLevel {
     Trace,
 }
 
+/// How log lines are written on stderr.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// One line of text per event: time (RFC 3339, UTC), level, daemon, message, fields
+    /// (default).
+    #[default]
+    Text,
+    /// One JSON object per line (for journald, Loki, jq).
+    Json,
+}
+
 /// `[daemon]`: identity, logging, statistics, shutdown.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -39,6 +51,8 @@ pub struct DaemonSection {
     pub name: String,
     /// Log level.
     pub log_level: LogLevel,
+    /// Log line format.
+    pub log_format: LogFormat,
     /// Path of the statistics socket. Absent: `/run/iwarpd/<name>.sock`; empty: no socket.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stats_socket: Option<String>,
@@ -58,6 +72,7 @@ impl Default for DaemonSection {
         DaemonSection {
             name: "iwarpd".to_string(),
             log_level: LogLevel::Info,
+            log_format: LogFormat::Text,
             stats_socket: None,
             stats_interval_ms: 0,
             metrics_listen: None,

@@ -74,6 +74,7 @@ pub const SECTIONS: &[(&str, &str)] = &[
 pub const KEYS: &[KeyDoc] = &[
     k("daemon.name", "Name of this daemon: DPDK file prefix, default stats and memif socket names, log lines. Letters, digits, `-`, `_`; at most 32. Two daemons on one host need distinct names."),
     k("daemon.log_level", "error | warn | info | debug | trace."),
+    k("daemon.log_format", "Log lines on stderr: text (time, level, daemon, message, fields) | json (one JSON object per line)."),
     e("daemon.stats_socket", "Unix socket for `iwarpd stats`. Unset: /run/iwarpd/<name>.sock; \"\": no socket.", "\"/run/iwarpd/a.sock\""),
     k("daemon.stats_interval_ms", "Print counters every this many ms while running (0: only at exit)."),
     e("daemon.metrics_listen", "IP:PORT serving the counters as OpenMetrics text at GET /metrics (Prometheus). Unset: no endpoint.", "\"127.0.0.1:9464\""),

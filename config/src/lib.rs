@@ -44,7 +44,7 @@ pub use config::Config;
 pub use control::ControlSection;
 pub use daemon::{
     format_cpu_list, online_cpus, parse_cpu_list, CoresSection, DaemonSection, EalSection,
-    HugepageMode, LogLevel, QpPlacement,
+    HugepageMode, LogFormat, LogLevel, QpPlacement,
 };
 pub use device::{Device, PciAddr, Vdev, VdevDriver};
 pub use engine::NicInfo;

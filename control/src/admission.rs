@@ -16,9 +16,9 @@
 //! - A connection that says nothing within `hello_timeout` gets `NotReady` and is closed.
 //!
 //! Refusals are counted by reason ([`crate::ServerStats`], `iwarpctl counters`) and
-//! logged through the daemon's [`LogSink`], at most [`LOG_LINES_PER_S`] lines a second
-//! of refusals and as many of admissions (the rest are counted and summed up in the next
-//! line).
+//! logged (`tracing` events: a warning with the reason, or info for an admission), at
+//! most [`LOG_LINES_PER_S`] lines a second of refusals and as many of admissions (the
+//! rest are counted and summed up in the next line, field `not_shown`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -35,20 +35,6 @@ const DRAIN_MESSAGES: usize = 4;
 
 /// Admission log lines printed per second at most.
 pub const LOG_LINES_PER_S: u32 = 20;
-
-/// Severity of a line of the control thread.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogLevel {
-    /// Something refused or closed.
-    Warn,
-    /// A client admitted.
-    Info,
-    /// Details.
-    Debug,
-}
-
-/// Where the control thread's lines go (the daemon's log).
-pub type LogSink = Box<dyn Fn(LogLevel, std::fmt::Arguments<'_>) + Send>;
 
 /// Why a connection was refused or closed before it was welcomed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,6 +87,15 @@ impl LogLimit {
     }
 }
 
+/// What a line says of the `n` lines of its kind not shown before it.
+pub(crate) fn not_shown_text(n: u64) -> String {
+    if n == 0 {
+        String::new()
+    } else {
+        format!(" ({n} earlier admission lines not shown)")
+    }
+}
+
 /// Connections of one uid and of everyone, by phase.
 #[derive(Clone, Copy, Debug, Default)]
 struct Tally {
@@ -111,20 +106,12 @@ struct Tally {
 }
 
 impl<C: CoreLink> ControlServer<C> {
-    /// Sends the daemon a line (rate-limited).
+    /// May an admission line be logged now (`refusal`: a refusal's line, else an
+    /// admission's)? `Some(n)`: yes, and `n` lines of its kind were not shown before it.
     /// Refusals and admissions are limited separately: a flood of refusals does not hide
     /// the clients admitted meanwhile.
-    pub(crate) fn log(&mut self, level: LogLevel, msg: std::fmt::Arguments<'_>) {
-        let Some(sink) = &self.log else { return };
-        let limit = &mut self.log_limit[usize::from(level != LogLevel::Warn)];
-        match limit.allow(Instant::now()) {
-            Some(0) => sink(level, msg),
-            Some(n) => sink(
-                level,
-                format_args!("{msg} ({n} earlier admission lines not shown)"),
-            ),
-            None => {}
-        }
+    pub(crate) fn log_allowed(&mut self, refusal: bool) -> Option<u64> {
+        self.log_limit[usize::from(!refusal)].allow(Instant::now())
     }
 
     fn tally(&self, uid: u32) -> Tally {
@@ -190,13 +177,18 @@ impl<C: CoreLink> ControlServer<C> {
             Refusal::HelloTimeout | Refusal::Evicted => "closed before Hello",
             _ => "refused",
         };
-        self.log(
-            LogLevel::Warn,
-            format_args!(
-                "verbs connection of uid {} pid {} {what}: {e}",
-                cred.uid, cred.pid
-            ),
-        );
+        if let Some(not_shown) = self.log_allowed(true) {
+            tracing::warn!(
+                uid = cred.uid,
+                pid = cred.pid,
+                reason = ?reason,
+                not_shown,
+                "verbs connection of uid {} pid {} {what}: {e}{}",
+                cred.uid,
+                cred.pid,
+                not_shown_text(not_shown)
+            );
+        }
     }
 
     /// A new connection from `cred`: refused at once, or kept as pending (its id).

@@ -1,6 +1,7 @@
 //! One connected client: its socket, identity, ring area and handle tables.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
 use std::os::fd::OwnedFd;
 use std::sync::Arc;
 use std::time::Instant;
@@ -150,6 +151,9 @@ pub struct CmId {
     pub state: CmState,
     /// Its QP (connect / accept).
     pub qp: Option<u32>,
+    /// The connection's ends (local, remote), known from `Connect` or the connection
+    /// request; for the log.
+    pub ends: Option<(SocketAddrV4, SocketAddrV4)>,
 }
 
 /// One client.

@@ -2,6 +2,7 @@
 //! disconnect, abort) and the routing of the cores' notices to clients.
 
 use std::collections::BTreeMap;
+use std::net::SocketAddrV4;
 
 use iwarp_engine::{AcceptParams, ConnectFailure, ConnectParams, PrivateData};
 use iwarp_shm_service::{AsyncObject, CmNotice, ServiceNotice, ServiceReply, ServiceRequest};
@@ -25,6 +26,7 @@ pub(crate) fn dispatch<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, req: Reque
                 .insert(CmId {
                     state: CmState::Idle,
                     qp: None,
+                    ends: None,
                 })
                 .ok_or_else(|| err(ErrorCode::LimitReached, "CM ids up to control.max_objects"))?;
             Ok(Response::CmId(CmIdHandle(h)).into())
@@ -235,11 +237,15 @@ fn connect<C: CoreLink>(
         remote: remote.into(),
         params,
     };
-    let conn = match ctx.call(core, req, "Connect") {
-        Ok(ServiceReply::Connecting { conn, .. }) => conn,
+    let (conn, local_port) = match ctx.call(core, req, "Connect") {
+        Ok(ServiceReply::Connecting { conn, local_port }) => (conn, local_port),
         r => return Err(unexpected(r, "Connect")),
     };
     link(c, id.0, qp.0, CmState::Connecting { core, conn });
+    if let Some(x) = c.cm_ids.get_mut(id.0) {
+        let local = SocketAddrV4::new(ctx.ip_of(core).into(), local_port);
+        x.ends = Some((local, remote.into()));
+    }
     Ok(Response::Ok.into())
 }
 
@@ -386,6 +392,77 @@ fn resource(o: AsyncObject) -> EventResourceRef {
     }
 }
 
+/// The local and remote address of CM id `cm_id` of `c`, as text (`?` if unknown).
+fn ends(c: &Client, cm_id: Option<u32>) -> (String, String) {
+    match cm_id.and_then(|id| c.cm_ids.get(id)).and_then(|x| x.ends) {
+        Some((l, r)) => (l.to_string(), r.to_string()),
+        None => ("?".into(), "?".into()),
+    }
+}
+
+/// Logs the asynchronous events an operator wants to see: a Terminate received (with
+/// its code), a reset connection, a QP entering Error; the others at debug.
+fn log_async(c: &Client, core: usize, object: AsyncObject, kind: AsyncEventKind) {
+    let AsyncObject::Qp(qp) = object else {
+        tracing::debug!(
+            client = c.id,
+            core,
+            ?object,
+            ?kind,
+            "asynchronous event {kind:?}"
+        );
+        return;
+    };
+    let cm_id = c.qps.get(qp).and_then(|q| q.cm);
+    let (local, remote) = ends(c, cm_id);
+    let cm = cm_id.map_or_else(|| "-".to_string(), |id| id.to_string());
+    match kind {
+        AsyncEventKind::TerminateReceived(t) => {
+            let code = format!("{:#06x}", t.as_u16());
+            tracing::warn!(
+                client = c.id,
+                qp,
+                cm_id = %cm,
+                core,
+                %local,
+                %remote,
+                code = %code,
+                "Terminate received: code {code} {t:?} on {local} <-> {remote} (client {}, QP {qp}, cm id {cm})",
+                c.id
+            );
+        }
+        AsyncEventKind::LlpConnectionReset => tracing::warn!(
+            client = c.id,
+            qp,
+            cm_id = %cm,
+            core,
+            %local,
+            %remote,
+            "connection reset: {local} <-> {remote} (client {}, QP {qp}, cm id {cm})",
+            c.id
+        ),
+        AsyncEventKind::QpErrorStateEntered => tracing::warn!(
+            client = c.id,
+            qp,
+            cm_id = %cm,
+            core,
+            %local,
+            %remote,
+            "QP to Error: {local} <-> {remote} (client {}, QP {qp}, cm id {cm})",
+            c.id
+        ),
+        _ => tracing::debug!(
+            client = c.id,
+            qp,
+            cm_id = %cm,
+            core,
+            ?kind,
+            "asynchronous event {kind:?} (client {}, QP {qp}, cm id {cm})",
+            c.id
+        ),
+    }
+}
+
 /// Delivers one notice of `core` to its client.
 pub(crate) fn route<C: CoreLink>(
     ctx: &mut Ctx<C>,
@@ -417,6 +494,7 @@ pub(crate) fn route<C: CoreLink>(
             }
         }
         ServiceNotice::Async { object, kind, .. } => {
+            log_async(c, core, object, kind);
             send_event(
                 c,
                 Event::Async(AsyncEventMsg {
@@ -454,6 +532,7 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
             ird,
             ord,
         } => {
+            let ip = ctx.ip_of(core);
             let listening = c
                 .cm_ids
                 .get(listen_cm_id)
@@ -463,6 +542,7 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
                     c.cm_ids.insert(CmId {
                         state: CmState::Requested { core, conn },
                         qp: None,
+                        ends: Some((SocketAddrV4::new(ip.into(), local_port), remote)),
                     })
                 })
                 .flatten();
@@ -478,7 +558,6 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
                 );
                 return;
             };
-            let ip = ctx.ip_of(core);
             send_event(
                 c,
                 Event::Cm {
@@ -505,6 +584,16 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
         } => {
             let qp = c.cm_ids.get(cm_id).and_then(|x| x.qp);
             set_state(c, cm_id, CmState::Connected { core, conn });
+            let (local, remote) = ends(c, Some(cm_id));
+            tracing::info!(
+                client = c.id,
+                cm_id,
+                core,
+                %local,
+                %remote,
+                "connection established: {local} <-> {remote} (client {}, cm id {cm_id})",
+                c.id
+            );
             if let Some(qp) = qp {
                 send_event(
                     c,
@@ -536,6 +625,17 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
         }
         CmNotice::ConnectFailed { cm_id, reason, .. } => {
             set_state(c, cm_id, CmState::Closed);
+            let (local, remote) = ends(c, Some(cm_id));
+            tracing::info!(
+                client = c.id,
+                cm_id,
+                core,
+                %local,
+                %remote,
+                ?reason,
+                "connection failed: {local} -> {remote}: {reason:?} (client {}, cm id {cm_id})",
+                c.id
+            );
             send_event(
                 c,
                 Event::Cm {
@@ -546,6 +646,16 @@ fn cm_notice<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, core: usize, n: CmNo
         }
         CmNotice::Disconnected { cm_id, .. } => {
             set_state(c, cm_id, CmState::Closed);
+            let (local, remote) = ends(c, Some(cm_id));
+            tracing::info!(
+                client = c.id,
+                cm_id,
+                core,
+                %local,
+                %remote,
+                "connection closed: {local} <-> {remote} (client {}, cm id {cm_id})",
+                c.id
+            );
             send_event(
                 c,
                 Event::Cm {

@@ -30,7 +30,6 @@ mod tests;
 use std::path::PathBuf;
 use std::time::Duration;
 
-pub use admission::{LogLevel, LogSink};
 pub use link::{cm_code, service_error, verb_code, CoreLink};
 pub use policy::{AccountDb, Admission, Policy};
 pub use server::{

@@ -19,7 +19,7 @@ use iwarp_shm_socket::{
     RecvError, Request, Response, ServerMsg, Welcome, PROTOCOL_VERSION,
 };
 
-use crate::admission::{full_error, LogLevel, LogLimit, LogSink, Refusal};
+use crate::admission::{full_error, not_shown_text, LogLimit, Refusal};
 use crate::client::{Area, Client, CmState, Phase};
 use crate::link::{err, service_error, CoreLink};
 use crate::policy::{AccountDb, Policy};
@@ -219,8 +219,7 @@ pub struct ControlServer<C: CoreLink> {
     busy: bool,
     /// The earliest `Hello` deadline of a pending connection.
     pub(crate) next_expiry: Option<Instant>,
-    pub(crate) log: Option<LogSink>,
-    /// Line budgets: refusals (warn), admissions (info, debug).
+    /// Line budgets: refusals (warn), admissions (info).
     pub(crate) log_limit: [LogLimit; 2],
 }
 
@@ -271,7 +270,6 @@ impl<C: CoreLink> ControlServer<C> {
             next_id: 1,
             busy: false,
             next_expiry: None,
-            log: None,
             log_limit: [LogLimit::new(), LogLimit::new()],
         })
     }
@@ -305,11 +303,6 @@ impl<C: CoreLink> ControlServer<C> {
         }
         self.ctx.service_ports = ports;
         Ok(())
-    }
-
-    /// Where admission lines go (admitted and refused clients; rate-limited).
-    pub fn set_log(&mut self, sink: LogSink) {
-        self.log = Some(sink);
     }
 
     /// Where `Admin(Counters)` gets the dataplane counters.
@@ -629,15 +622,21 @@ impl<C: CoreLink> ControlServer<C> {
                 self.ctx.stats.clients_total += 1;
                 let (cid, cred, admin) = (c.id, c.cred, c.admin);
                 let name = c.name.clone();
-                self.log(
-                    LogLevel::Info,
-                    format_args!(
-                        "verbs client {cid} admitted: uid {} pid {} {name:?}{}",
+                if let Some(not_shown) = self.log_allowed(false) {
+                    tracing::info!(
+                        client = cid,
+                        uid = cred.uid,
+                        pid = cred.pid,
+                        name = %name,
+                        admin,
+                        not_shown,
+                        "verbs client {cid} admitted: uid {} pid {} {name:?}{}{}",
                         cred.uid,
                         cred.pid,
-                        if admin { " (admin)" } else { "" }
-                    ),
-                );
+                        if admin { " (admin)" } else { "" },
+                        not_shown_text(not_shown)
+                    );
+                }
                 (Ok(Response::Welcome(w).into()), vec![fd], true)
             }
             Err(e) => (Err(e), Vec::new(), false),

@@ -783,16 +783,39 @@ fn hello(s: &mut ControlServer<FakeCore>, chan: Channel) -> (Peer, Result<Respon
     (p, r)
 }
 
+/// Records the level and the message of every `tracing` event of this thread in `lines`
+/// (until the guard is dropped).
+fn capture_log(
+    lines: &Arc<Mutex<Vec<(tracing::Level, String)>>>,
+) -> tracing::subscriber::DefaultGuard {
+    use tracing_subscriber::layer::SubscriberExt;
+
+    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+    struct Message(String);
+    impl tracing::field::Visit for Message {
+        fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+            if f.name() == "message" {
+                self.0 = format!("{v:?}");
+            }
+        }
+    }
+    impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
+        fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+            let mut m = Message(String::new());
+            e.record(&mut m);
+            self.0.lock().unwrap().push((*e.metadata().level(), m.0));
+        }
+    }
+    tracing::subscriber::set_default(
+        tracing_subscriber::registry().with(Capture(Arc::clone(lines))),
+    )
+}
+
 #[test]
 fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
     let mut s = admission_server(ControlConfig::default());
-    let lines = Arc::new(Mutex::new(Vec::<(crate::LogLevel, String)>::new()));
-    {
-        let lines = lines.clone();
-        s.set_log(Box::new(move |level, msg| {
-            lines.lock().unwrap().push((level, msg.to_string()))
-        }));
-    }
+    let lines = Arc::new(Mutex::new(Vec::<(tracing::Level, String)>::new()));
+    let _log = capture_log(&lines);
     let start = std::time::Instant::now();
     let mut refused = Vec::new();
     for _ in 0..300 {
@@ -815,7 +838,7 @@ fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
     let secs = start.elapsed().as_secs() as usize + 1;
     let lines = lines.lock().unwrap();
     let (first_level, first) = &lines[0];
-    assert_eq!(*first_level, crate::LogLevel::Warn);
+    assert_eq!(*first_level, tracing::Level::WARN);
     assert!(
         first.contains("uid 65534") && first.contains("PermissionDenied"),
         "{first}"
@@ -826,7 +849,7 @@ fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
         lines.len()
     );
     let (last_level, last) = lines.last().unwrap();
-    assert_eq!(*last_level, crate::LogLevel::Info);
+    assert_eq!(*last_level, tracing::Level::INFO);
     assert!(last.contains("admitted: uid 1000"), "{last}");
 }
 

@@ -22,7 +22,7 @@ use crate::apps::{AppResult, Deferred, Kind, Shared};
 use crate::loadgen::ClientRun;
 use crate::ports::{open_port, OpenPort};
 use crate::stats::StatsServer;
-use crate::{error, info, warn};
+use tracing::{error, info, warn};
 
 /// Arena of the load generator server in each core's memory.
 const SERVER_ARENA: RegionId = RegionId(0);
@@ -97,7 +97,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         &cfg.daemon.name,
     )
     .map_err(fail)?;
-    crate::debug!("holding {}", lock.path().display());
+    tracing::debug!("holding {}", lock.path().display());
     for (path, key) in owned_sockets(&cfg) {
         if crate::lock::remove_stale_socket(std::path::Path::new(&path), &key).map_err(fail)?
             == crate::lock::Stale::Removed
@@ -126,11 +126,11 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     }
     args.extra = cfg.eal.extra_args.clone();
     args.telemetry = cfg.eal.telemetry;
-    if !crate::log::enabled(crate::log::Level::Debug) {
+    if !tracing::enabled!(tracing::Level::DEBUG) {
         args.log_levels = vec!["*:warning".into()];
     }
     let argv = args.build();
-    crate::debug!("EAL: {}", argv.join(" "));
+    tracing::debug!("EAL: {}", argv.join(" "));
     let eal = Eal::init(&argv).map_err(|e| fail(format!("DPDK EAL: {e}")))?;
     if cfg
         .ports
@@ -332,6 +332,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         (Some((spec, per_core)), Some(a)) => Some(ClientRun::new(spec, per_core, a.json.clone())),
         _ => None,
     };
+    let mut capture_watch = CaptureWatch::new();
     let mut outcome = Ok(());
     let mut last_print = StdInstant::now();
     let started = StdInstant::now();
@@ -346,6 +347,9 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             let l = ports[i].port.link();
             (l.up, l.speed_mbps)
         });
+        if capture.rings().enabled() {
+            capture_watch.poll(&cores);
+        }
         if let Some(s) = &stats_server {
             s.serve(&mut |json| render_stats(&cores, &servers, &links, json));
         }
@@ -416,8 +420,15 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             None => error!("core {i} returned {rc} without a result"),
         }
     }
+    let drops: u64 = finals.iter().map(|s| s.core.capture_drops).sum();
+    capture_watch.report(drops);
     match capture.stop() {
-        Ok(Some(s)) => info!("capture: {} frames written", s.frames),
+        Ok(Some(s)) => info!(
+            frames = s.frames,
+            capture_drops = drops,
+            "capture: {} frame(s) written, {drops} not captured (ring full)",
+            s.frames
+        ),
         Ok(None) => {}
         Err(e) => error!("capture: {e}"),
     }
@@ -464,6 +475,51 @@ fn remove_eal_runtime_dir(name: &str) {
     let dir = std::path::Path::new("/var/run/dpdk").join(name);
     let _ = std::fs::remove_file(dir.join("dpdk_telemetry.v2"));
     let _ = std::fs::remove_dir(&dir);
+}
+
+/// How often the capture drop counters are read while capturing.
+const CAPTURE_POLL: StdDuration = StdDuration::from_secs(1);
+
+/// Reads the cores' `capture_drops` at most every [`CAPTURE_POLL`] (the counters the
+/// cores publish; nothing on a core) and logs a warning when it grew.
+struct CaptureWatch {
+    next: StdInstant,
+    reported: u64,
+}
+
+impl CaptureWatch {
+    fn new() -> CaptureWatch {
+        CaptureWatch {
+            next: StdInstant::now() + CAPTURE_POLL,
+            reported: 0,
+        }
+    }
+
+    fn poll(&mut self, cores: &[CoreHandle]) {
+        let now = StdInstant::now();
+        if now < self.next {
+            return;
+        }
+        self.next = now + CAPTURE_POLL;
+        let drops = cores
+            .iter()
+            .map(|c| c.stats.snapshot().core.capture_drops)
+            .sum();
+        self.report(drops);
+    }
+
+    /// Logs the drops past those reported (`total`: the sum over the cores).
+    fn report(&mut self, total: u64) {
+        if total > self.reported {
+            let new = total - self.reported;
+            self.reported = total;
+            warn!(
+                capture_drops = total,
+                new,
+                "capture: {new} frame(s) not captured, the ring was full ({total} in all; capture.ring_slots)"
+            );
+        }
+    }
 }
 
 /// The checks of the configuration against this machine that need no device (what
@@ -670,33 +726,52 @@ fn render_stats(
 ) -> String {
     let per: Vec<Snapshot> = cores.iter().map(|c| c.stats.snapshot()).collect();
     let total = Snapshot::sum(per.iter());
-    let server: Vec<String> = servers
+    let reports: Vec<iwarp_loadgen::ServerReport> = servers
         .iter()
-        .filter_map(|s| {
-            s.lock().ok().and_then(|r| {
-                r.server
-                    .as_ref()
-                    .map(|x| if json { x.to_json() } else { x.to_string() })
-            })
-        })
+        .filter_map(|s| s.lock().ok().and_then(|r| r.server))
         .collect();
     if json {
-        let cores_json: Vec<String> = per.iter().map(Snapshot::to_json).collect();
-        format!(
-            "{{\"total\":{},\"cores\":[{}],\"loadgen_server\":[{}],\"links\":{}}}\n",
-            total.to_json(),
-            cores_json.join(","),
-            server.join(","),
-            links.to_json()
-        )
+        stats_json(&total, &per, &reports, links)
     } else {
         let mut s = format!("total ({} cores)\n{total}\n{}", per.len(), links.render());
         for (i, c) in per.iter().enumerate() {
             s.push_str(&format!("core {i}\n{c}\n"));
         }
-        for (i, r) in server.iter().enumerate() {
+        for (i, r) in reports.iter().enumerate() {
             s.push_str(&format!("load generator server, core {i}\n{r}\n"));
         }
         s
     }
+}
+
+/// `iwarpd stats --json`: `{"total":{..},"cores":[..],"loadgen_server":[..],"links":[..]}`
+/// and a newline. The counters' objects are the runtime's own JSON (`Snapshot::to_json`).
+fn stats_json(
+    total: &Snapshot,
+    per: &[Snapshot],
+    reports: &[iwarp_loadgen::ServerReport],
+    links: &crate::link::Links,
+) -> String {
+    use serde_json::value::RawValue;
+
+    #[derive(serde::Serialize)]
+    struct Stats<'a> {
+        total: Box<RawValue>,
+        cores: Vec<Box<RawValue>>,
+        loadgen_server: &'a [iwarp_loadgen::ServerReport],
+        links: Vec<crate::link::LinkJson>,
+    }
+    let raw = |s: &Snapshot| {
+        RawValue::from_string(s.to_json())
+            .unwrap_or_else(|_| RawValue::from_string("null".into()).expect("null is JSON"))
+    };
+    let stats = Stats {
+        total: raw(total),
+        cores: per.iter().map(raw).collect(),
+        loadgen_server: reports,
+        links: links.json_items(),
+    };
+    let mut s = serde_json::to_string(&stats).unwrap_or_default();
+    s.push('\n');
+    s
 }

@@ -4,7 +4,7 @@
 //! published where the stats socket, `QueryPort` and `iwarpctl status` read it.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 /// How often the link of every port is read.
 pub const LINK_POLL: Duration = Duration::from_millis(100);
@@ -93,19 +93,35 @@ impl Links {
         s
     }
 
-    /// The JSON array the stats socket answers (`"links":[...]`).
-    pub fn to_json(&self) -> String {
-        let items: Vec<String> = (0..self.len())
-            .filter_map(|i| self.get(i).map(|v| (i, v)))
-            .map(|(i, v)| {
-                format!(
-                    "{{\"port\":{i},\"link_up\":{},\"speed_mbps\":{},\"link_ups\":{},\"link_downs\":{}}}",
-                    v.up, v.speed_mbps, v.ups, v.downs
-                )
+    /// The items of the JSON array the stats socket answers (`"links":[...]`).
+    pub fn json_items(&self) -> Vec<LinkJson> {
+        (0..self.len())
+            .filter_map(|i| {
+                self.get(i).map(|v| LinkJson {
+                    port: i,
+                    link_up: v.up,
+                    speed_mbps: v.speed_mbps,
+                    link_ups: v.ups,
+                    link_downs: v.downs,
+                })
             })
-            .collect();
-        format!("[{}]", items.join(","))
+            .collect()
     }
+}
+
+/// One port in the stats socket's `links` array.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct LinkJson {
+    /// The port's index.
+    pub port: usize,
+    /// Link up.
+    pub link_up: bool,
+    /// Speed (0 when down), Mbit/s.
+    pub speed_mbps: u32,
+    /// Changes to up since start (the first up included).
+    pub link_ups: u64,
+    /// Changes to down since start.
+    pub link_downs: u64,
 }
 
 /// Reads the links at most every [`LINK_POLL`]; logs changes.
@@ -123,7 +139,7 @@ impl LinkWatch {
     }
 
     /// If due, reads every port's link with `read(i) -> (up, speed)` and records it in
-    /// `links`, logging each change (time in UTC).
+    /// `links`, logging each change.
     pub fn poll(&mut self, links: &Links, read: &mut dyn FnMut(usize) -> (bool, u32)) {
         let now = Instant::now();
         if now < self.next {
@@ -134,17 +150,22 @@ impl LinkWatch {
             let (up, speed) = read(i);
             if let Some(v) = links.record(i, up, speed) {
                 if v.up {
-                    crate::info!(
-                        "port {i}: link up at {} ({} Mbit/s; link_ups {}, link_downs {})",
-                        utc_now(),
+                    tracing::info!(
+                        port = i,
+                        speed_mbps = v.speed_mbps,
+                        link_ups = v.ups,
+                        link_downs = v.downs,
+                        "port {i}: link up ({} Mbit/s; link_ups {}, link_downs {})",
                         v.speed_mbps,
                         v.ups,
                         v.downs
                     );
                 } else {
-                    crate::warn!(
-                        "port {i}: link down at {} (link_ups {}, link_downs {}): its connections end by the TCP timers (tcp.max_retries, tcp.rto_ms_max, tcp.keepalive*) unless the link returns",
-                        utc_now(),
+                    tracing::warn!(
+                        port = i,
+                        link_ups = v.ups,
+                        link_downs = v.downs,
+                        "port {i}: link down (link_ups {}, link_downs {}): its connections end by the TCP timers (tcp.max_retries, tcp.rto_ms_max, tcp.keepalive*) unless the link returns",
                         v.ups,
                         v.downs
                     );
@@ -152,38 +173,6 @@ impl LinkWatch {
             }
         }
     }
-}
-
-/// The time now as `YYYY-MM-DDTHH:MM:SS.mmmZ`.
-pub fn utc_now() -> String {
-    let d = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default();
-    utc(d)
-}
-
-/// `since_epoch` as `YYYY-MM-DDTHH:MM:SS.mmmZ` (proleptic Gregorian, UTC).
-fn utc(since_epoch: Duration) -> String {
-    let secs = since_epoch.as_secs();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        since_epoch.subsec_millis()
-    )
 }
 
 #[cfg(test)]
@@ -207,7 +196,7 @@ mod tests {
         assert!(l
             .render()
             .contains("port 0: down 0 Mbit/s, link_ups 1 link_downs 1"));
-        assert!(l.to_json().starts_with(
+        assert!(serde_json::to_string(&l.json_items()).unwrap().starts_with(
             "[{\"port\":0,\"link_up\":false,\"speed_mbps\":0,\"link_ups\":1,\"link_downs\":1}"
         ));
     }
@@ -225,14 +214,5 @@ mod tests {
         }
         assert_eq!(reads, 1, "1000 polls within LINK_POLL read once");
         assert!(l.get(0).expect("port").up);
-    }
-
-    #[test]
-    fn utc_formats_known_instants() {
-        assert_eq!(utc(Duration::ZERO), "1970-01-01T00:00:00.000Z");
-        assert_eq!(
-            utc(Duration::from_millis(1_709_210_096_789)),
-            "2024-02-29T12:34:56.789Z"
-        );
     }
 }

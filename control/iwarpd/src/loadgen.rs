@@ -16,8 +16,8 @@ use iwarp_types::Duration;
 
 use crate::apps::{AppResult, Deferred, Kind, Shared};
 use crate::daemon::Failure;
-use crate::info;
 use crate::ports::OpenPort;
+use tracing::info;
 
 /// Builds the whole run's spec and each core's share (`qps` split, disjoint QP indices).
 pub fn client_spec(a: &LoadgenArgs, cfg: &Config) -> Result<(ClientSpec, Vec<ClientSpec>), String> {

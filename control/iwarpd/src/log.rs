@@ -1,59 +1,55 @@
-//! Start-up, shutdown and error messages on stderr, tagged with the daemon's name and
-//! filtered by `daemon.log_level`. Never used on a dataplane core's fast path.
+//! The daemon's log: `tracing` events on stderr, set up once by [`init`].
+//!
+//! Every line carries its time (RFC 3339, UTC), its level and the daemon's name (the
+//! root span `iwarpd{daemon=<name>}`, entered by `main` and by every thread of the
+//! daemon that logs: [`root`]). `daemon.log_level` filters, `daemon.log_format` picks
+//! text lines or one JSON object per line. Nothing logs on a dataplane core's fast path:
+//! the engine crates have no `tracing` at all, and the cores' state changes reach the log
+//! through the control thread (connections, Terminates, QP errors) and this daemon's
+//! control loop (links, capture drops).
 
-use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
 
-static LEVEL: AtomicU8 = AtomicU8::new(2);
-static NAME: OnceLock<String> = OnceLock::new();
+use iwarp_config::{LogFormat, LogLevel};
+use tracing::level_filters::LevelFilter;
+use tracing::Span;
 
-/// Message levels, most severe first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Level {
-    /// Something failed.
-    Error = 0,
-    /// Something works, but not as configured (a fallback).
-    Warn = 1,
-    /// Start-up and shutdown steps.
-    Info = 2,
-    /// Details.
-    Debug = 3,
-}
+static ROOT: OnceLock<Span> = OnceLock::new();
 
-/// Sets the daemon name and the most verbose level printed.
-pub fn init(name: &str, level: Level) {
-    let _ = NAME.set(name.to_string());
-    LEVEL.store(level as u8, Ordering::Relaxed);
-}
-
-/// True if messages of `level` are printed.
-pub fn enabled(level: Level) -> bool {
-    level as u8 <= LEVEL.load(Ordering::Relaxed)
-}
-
-/// Prints one message.
-pub fn emit(level: Level, msg: std::fmt::Arguments<'_>) {
-    if !enabled(level) {
-        return;
+/// The most verbose level `l` lets through.
+pub fn filter(l: LogLevel) -> LevelFilter {
+    match l {
+        LogLevel::Error => LevelFilter::ERROR,
+        LogLevel::Warn => LevelFilter::WARN,
+        LogLevel::Info => LevelFilter::INFO,
+        LogLevel::Debug => LevelFilter::DEBUG,
+        LogLevel::Trace => LevelFilter::TRACE,
     }
-    let name = NAME.get().map(String::as_str).unwrap_or("iwarpd");
-    let tag = match level {
-        Level::Error => "error: ",
-        Level::Warn => "warning: ",
-        Level::Info | Level::Debug => "",
-    };
-    eprintln!("iwarpd[{name}]: {tag}{msg}");
 }
 
-/// `info!("...")`.
-#[macro_export]
-macro_rules! info { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Info, format_args!($($t)*)) } }
-/// `warn!("...")`.
-#[macro_export]
-macro_rules! warn { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Warn, format_args!($($t)*)) } }
-/// `error!("...")`.
-#[macro_export]
-macro_rules! error { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Error, format_args!($($t)*)) } }
-/// `debug!("...")`.
-#[macro_export]
-macro_rules! debug { ($($t:tt)*) => { $crate::log::emit($crate::log::Level::Debug, format_args!($($t)*)) } }
+/// Installs the subscriber (stderr, `level`, `format`) and creates the root span of
+/// daemon `name` (at level error, so that every level that passes carries it). Called
+/// once, before anything logs.
+pub fn init(name: &str, level: LogLevel, format: LogFormat) {
+    let builder = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_max_level(filter(level))
+        .with_ansi(false)
+        .with_target(false);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init(),
+    };
+    let _ = ROOT.set(tracing::error_span!("iwarpd", daemon = %name));
+}
+
+/// The root span (the daemon's name): a thread enters it first (`let _g =
+/// log::root().entered();`) so that its events carry the name.
+pub fn root() -> Span {
+    ROOT.get().cloned().unwrap_or_else(Span::none)
+}

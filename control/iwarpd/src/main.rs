@@ -18,16 +18,7 @@ mod verbs;
 use std::process::ExitCode;
 
 use clap::Parser;
-use iwarp_config::{keys, Cli, Command, LogLevel};
-
-fn level(l: LogLevel) -> log::Level {
-    match l {
-        LogLevel::Error => log::Level::Error,
-        LogLevel::Warn => log::Level::Warn,
-        LogLevel::Info => log::Level::Info,
-        LogLevel::Debug | LogLevel::Trace => log::Level::Debug,
-    }
-}
+use iwarp_config::{keys, Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -47,7 +38,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    log::init(&cfg.daemon.name, level(cfg.daemon.log_level));
+    log::init(
+        &cfg.daemon.name,
+        cfg.daemon.log_level,
+        cfg.daemon.log_format,
+    );
+    let _root = log::root().entered();
     match action {
         Command::ConfigKeys => ExitCode::SUCCESS,
         Command::CheckConfig => {
@@ -103,7 +99,7 @@ fn finish(r: Result<(), daemon::Failure>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => {
-            error!("{}", f.message);
+            tracing::error!("{}", f.message);
             ExitCode::from(f.code)
         }
     }

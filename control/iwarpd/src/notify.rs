@@ -46,7 +46,7 @@ impl Notifier {
     /// daemon serves whether or not the manager hears it.
     pub fn send(&self, state: &str) {
         if let Err(e) = self.sock.send_to_addr(state.as_bytes(), &self.addr) {
-            crate::warn!("sd_notify: cannot send to NOTIFY_SOCKET: {e}");
+            tracing::warn!("sd_notify: cannot send to NOTIFY_SOCKET: {e}");
         }
     }
 }
@@ -86,8 +86,11 @@ impl Service {
                 let (n, stop) = (Arc::clone(n), Arc::clone(&stop));
                 watchdog = std::thread::Builder::new()
                     .name("iwarpd-watchdog".into())
-                    .spawn(move || watch(&n, interval / 2, &cores, &stop))
-                    .map_err(|e| crate::warn!("sd_notify: no watchdog thread: {e}"))
+                    .spawn(move || {
+                        let _root = crate::log::root().entered();
+                        watch(&n, interval / 2, &cores, &stop)
+                    })
+                    .map_err(|e| tracing::warn!("sd_notify: no watchdog thread: {e}"))
                     .ok();
             }
         }
@@ -141,7 +144,7 @@ fn watch(n: &Notifier, period: Duration, cores: &[Arc<CoreStats>], stop: &Atomic
                 stuck_reported = false;
             }
             Some(core) if !stuck_reported => {
-                crate::error!("watchdog: dataplane core {core} stopped publishing its counters");
+                tracing::error!("watchdog: dataplane core {core} stopped publishing its counters");
                 n.send(&format!("STATUS=dataplane core {core} is not running"));
                 stuck_reported = true;
             }

@@ -33,7 +33,7 @@ pub fn open_port(eal: &Eal, cfg: &Config, index: usize, cores: usize) -> Result<
     let (_, device) = p.device.eal_arg();
     let mut port = Port::open(eal, &device).map_err(|e| format!("{}: {e}", field("device")))?;
     let info = port.info().clone();
-    crate::debug!("port {index}: {info}");
+    tracing::debug!("port {index}: {info}");
     let queues = u16::try_from(cores).map_err(|_| "too many dataplane cores".to_string())?;
     let frame_len = p.frame_len_max() as usize;
     // Headroom 128 + the largest frame, rounded up to a cache line.

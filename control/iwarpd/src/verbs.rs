@@ -148,14 +148,6 @@ pub fn start(
         Some(Placement::new(policy, stats)),
     )?;
     server.set_service_ports(service_ports)?;
-    server.set_log(Box::new(|level, msg| {
-        let level = match level {
-            iwarp_control::LogLevel::Warn => crate::log::Level::Warn,
-            iwarp_control::LogLevel::Info => crate::log::Level::Info,
-            iwarp_control::LogLevel::Debug => crate::log::Level::Debug,
-        };
-        crate::log::emit(level, msg);
-    }));
     server.set_links(Box::new(move |i| {
         links.get(i).map(|v| (v.up, v.speed_mbps))
     }));
@@ -163,6 +155,9 @@ pub fn start(
     server.bind()?;
     std::thread::Builder::new()
         .name("iwarpd-control".into())
-        .spawn(move || server.run(&stop))
+        .spawn(move || {
+            let _root = crate::log::root().entered();
+            server.run(&stop)
+        })
         .map_err(|e| format!("cannot start the control thread: {e}"))
 }

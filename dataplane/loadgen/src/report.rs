@@ -1,9 +1,11 @@
 //! What a run measured: [`Report`] (client) and [`ServerReport`] (server), plain data
-//! with a human-readable `Display`, `to_json()` and `merge` for several cores.
+//! with a human-readable `Display`, `to_json()` (serde) and `merge` for several cores.
 
-use core::fmt::{self, Write as _};
+use core::fmt;
 
 use iwarp_types::WcStatus;
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 
 use crate::histogram::Histogram;
 use crate::pattern::Mismatch;
@@ -110,7 +112,7 @@ impl ErrorCounts {
 }
 
 /// How the client's established connections ended.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct CloseStats {
     /// Graceful: FIN both ways, both acknowledged, nothing outstanding (the QP went back
     /// to Idle).
@@ -255,80 +257,158 @@ impl Report {
         self.mismatches.merge(&o.mismatches);
     }
 
-    /// One JSON object (no external dependency; every key is fixed ASCII).
+    /// One JSON object: the run, `latency_us`, `setup`, `errors` (with
+    /// `completions_by_status`, the statuses seen), `close` and `mismatches`.
     pub fn to_json(&self) -> String {
-        let mut s = String::with_capacity(1024);
-        let e = &self.errors;
-        let _ = write!(
-            s,
-            "{{\"op\":\"{}\",\"size\":{},\"qps\":{},\"depth\":{},\"verify\":{},\"seconds\":{:.6},\
-             \"messages\":{},\"bytes\":{},\"goodput_gbps\":{:.6},\"messages_per_sec\":{:.3},\
-             \"latency_us\":{{\"p50\":{:.3},\"p90\":{:.3},\"p99\":{:.3},\"p999\":{:.3},\"max\":{:.3},\"samples\":{}}},\
-             \"setup\":{{\"established\":{},\"window_s\":{:.6},\"rate_per_sec\":{:.3},\"p50_us\":{:.3},\"p99_us\":{:.3},\"max_us\":{:.3}}},\
-             \"errors\":{{\"connect_failed\":{},\"rejected\":{},\"bad_accept\":{},\"qp_lost\":{},\
-             \"completion_errors\":{},\"async_events\":{},\"post_failed\":{},\"protocol\":{},\"verify_mismatches\":{},\"bad_close\":{}",
-            self.op,
-            self.size,
-            self.qps,
-            self.depth,
-            self.verify,
-            self.seconds,
-            self.messages,
-            self.bytes,
-            self.goodput_gbps(),
-            self.messages_per_sec(),
-            self.latency_us(0.5),
-            self.latency_us(0.9),
-            self.latency_us(0.99),
-            self.latency_us(0.999),
-            self.latency.max() as f64 / 1000.0,
-            self.latency.count(),
-            self.setup.established,
-            self.setup.window_ns as f64 / 1e9,
-            self.setup.rate_per_sec(),
-            self.setup.latency.quantile(0.5) as f64 / 1000.0,
-            self.setup.latency.quantile(0.99) as f64 / 1000.0,
-            self.setup.latency.max() as f64 / 1000.0,
-            e.connect_failed,
-            e.rejected,
-            e.bad_accept,
-            e.qp_lost,
-            e.completion_errors(),
-            e.async_events,
-            e.post_failed,
-            e.protocol,
-            e.verify_mismatches,
-            e.bad_close,
-        );
-        let _ = write!(s, ",\"completions_by_status\":{{");
-        let mut first = true;
-        for (st, n) in WcStatus::ALL.iter().zip(e.completions.iter()) {
+        serde_json::to_string(&ReportJson::new(self)).unwrap_or_default()
+    }
+}
+
+/// `x` as written with `places` decimals (the precision the report is given in).
+fn fixed(x: f64, places: usize) -> f64 {
+    format!("{x:.places$}").parse().unwrap_or(x)
+}
+
+/// [`Report::to_json`]'s object.
+#[derive(Serialize)]
+struct ReportJson<'a> {
+    op: String,
+    size: u32,
+    qps: u32,
+    depth: u32,
+    verify: bool,
+    seconds: f64,
+    messages: u64,
+    bytes: u64,
+    goodput_gbps: f64,
+    messages_per_sec: f64,
+    latency_us: LatencyJson,
+    setup: SetupJson,
+    errors: ErrorsJson<'a>,
+    close: &'a CloseStats,
+    mismatches: Vec<MismatchJson>,
+}
+
+/// Quantiles of the message latency, µs.
+#[derive(Serialize)]
+struct LatencyJson {
+    p50: f64,
+    p90: f64,
+    p99: f64,
+    p999: f64,
+    max: f64,
+    samples: u64,
+}
+
+/// Connection set-up.
+#[derive(Serialize)]
+struct SetupJson {
+    established: u64,
+    window_s: f64,
+    rate_per_sec: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+/// [`ErrorCounts`] with the error completions summed and by status.
+#[derive(Serialize)]
+struct ErrorsJson<'a> {
+    connect_failed: u64,
+    rejected: u64,
+    bad_accept: u64,
+    qp_lost: u64,
+    completion_errors: u64,
+    async_events: u64,
+    post_failed: u64,
+    protocol: u64,
+    verify_mismatches: u64,
+    bad_close: u64,
+    completions_by_status: ByStatus<'a>,
+}
+
+/// `{"<status>": count}` of the statuses with a count, in [`WcStatus::ALL`] order.
+struct ByStatus<'a>(&'a [u64; WcStatus::ALL.len()]);
+
+impl Serialize for ByStatus<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(None)?;
+        for (st, n) in WcStatus::ALL.iter().zip(self.0.iter()) {
             if *n > 0 {
-                let _ = write!(s, "{}\"{:?}\":{}", if first { "" } else { "," }, st, n);
-                first = false;
+                m.serialize_entry(&format!("{st:?}"), n)?;
             }
         }
-        let c = &self.close;
-        let _ = write!(
-            s,
-            "}}}},\"close\":{{\"graceful\":{},\"reset\":{},\"aborted\":{},\"terminates_sent\":{},\"terminates_received\":{}}}",
-            c.graceful, c.reset, c.aborted, c.terminates_sent, c.terminates_received
-        );
-        s.push_str(",\"mismatches\":[");
-        for (i, m) in self.mismatches.iter().enumerate() {
-            let _ = write!(
-                s,
-                "{}{{\"qp\":{},\"seq\":{},\"offset\":{},\"expected\":\"{:#018x}\",\"got\":\"{:#018x}\"}}",
-                if i == 0 { "" } else { "," },
-                m.qp,
-                m.seq,
-                m.offset,
-                m.expected,
-                m.got
-            );
+        m.end()
+    }
+}
+
+/// One mismatch; the words in hex (`0x` and 16 digits).
+#[derive(Serialize)]
+struct MismatchJson {
+    qp: u32,
+    seq: u64,
+    offset: u64,
+    expected: String,
+    got: String,
+}
+
+impl<'a> ReportJson<'a> {
+    fn new(r: &'a Report) -> ReportJson<'a> {
+        let us = |ns: u64, places| fixed(ns as f64 / 1000.0, places);
+        let e = &r.errors;
+        ReportJson {
+            op: r.op.to_string(),
+            size: r.size,
+            qps: r.qps,
+            depth: r.depth,
+            verify: r.verify,
+            seconds: fixed(r.seconds, 6),
+            messages: r.messages,
+            bytes: r.bytes,
+            goodput_gbps: fixed(r.goodput_gbps(), 6),
+            messages_per_sec: fixed(r.messages_per_sec(), 3),
+            latency_us: LatencyJson {
+                p50: fixed(r.latency_us(0.5), 3),
+                p90: fixed(r.latency_us(0.9), 3),
+                p99: fixed(r.latency_us(0.99), 3),
+                p999: fixed(r.latency_us(0.999), 3),
+                max: us(r.latency.max(), 3),
+                samples: r.latency.count(),
+            },
+            setup: SetupJson {
+                established: r.setup.established,
+                window_s: fixed(r.setup.window_ns as f64 / 1e9, 6),
+                rate_per_sec: fixed(r.setup.rate_per_sec(), 3),
+                p50_us: us(r.setup.latency.quantile(0.5), 3),
+                p99_us: us(r.setup.latency.quantile(0.99), 3),
+                max_us: us(r.setup.latency.max(), 3),
+            },
+            errors: ErrorsJson {
+                connect_failed: e.connect_failed,
+                rejected: e.rejected,
+                bad_accept: e.bad_accept,
+                qp_lost: e.qp_lost,
+                completion_errors: e.completion_errors(),
+                async_events: e.async_events,
+                post_failed: e.post_failed,
+                protocol: e.protocol,
+                verify_mismatches: e.verify_mismatches,
+                bad_close: e.bad_close,
+                completions_by_status: ByStatus(&e.completions),
+            },
+            close: &r.close,
+            mismatches: r
+                .mismatches
+                .iter()
+                .map(|m| MismatchJson {
+                    qp: m.qp,
+                    seq: m.seq,
+                    offset: m.offset,
+                    expected: format!("{:#018x}", m.expected),
+                    got: format!("{:#018x}", m.got),
+                })
+                .collect(),
         }
-        s.push_str("]}");
-        s
     }
 }
 
@@ -421,8 +501,9 @@ impl fmt::Display for Report {
     }
 }
 
-/// What a server has done so far (readable at any time).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// What a server has done so far (readable at any time). Serialized without the
+/// mismatch details (`to_json`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct ServerReport {
     /// Connections accepted.
     pub accepted: u64,
@@ -452,6 +533,7 @@ pub struct ServerReport {
     /// violations by clients (a SEND without credit, an unknown control message).
     pub errors: u64,
     /// The first mismatches.
+    #[serde(skip)]
     pub mismatches: MismatchLog,
 }
 
@@ -474,29 +556,9 @@ impl ServerReport {
         self.mismatches.merge(&o.mismatches);
     }
 
-    /// One JSON object.
+    /// One JSON object (the counters; the mismatch details are left out).
     pub fn to_json(&self) -> String {
-        let mut s = String::with_capacity(512);
-        let _ = write!(
-            s,
-            "{{\"accepted\":{},\"rejected\":{},\"served\":{},\"failed\":{},\"active\":{},\
-             \"messages_received\":{},\"bytes_received\":{},\"messages_verified\":{},\
-             \"bytes_verified\":{},\"verify_mismatches\":{},\"credits_sent\":{},\"acks_sent\":{},\"errors\":{}}}",
-            self.accepted,
-            self.rejected,
-            self.served,
-            self.failed,
-            self.active,
-            self.messages_received,
-            self.bytes_received,
-            self.messages_verified,
-            self.bytes_verified,
-            self.verify_mismatches,
-            self.credits_sent,
-            self.acks_sent,
-            self.errors
-        );
-        s
+        serde_json::to_string(self).unwrap_or_default()
     }
 }
 
@@ -614,5 +676,106 @@ mod tests {
         assert_eq!(s.accepted, 3);
         assert!(s.to_string().contains("3 accepted"));
         assert!(s.to_json().contains("\"accepted\":3"));
+    }
+
+    /// A report with every field of the JSON set (nothing zero that can be non-zero).
+    fn fixed() -> Report {
+        let mut r = sample(123_457, 1.25, &[1500, 2500, 9000, 12_345]);
+        r.op = Op::Read;
+        r.verify = true;
+        r.setup.established = 3;
+        r.setup.window_ns = 1_234_567;
+        for v in [10_000, 20_000, 35_000] {
+            r.setup.latency.record(v);
+        }
+        let e = &mut r.errors;
+        e.connect_failed = 1;
+        e.rejected = 2;
+        e.reject_reason = Some(RejectReason::BadSize);
+        e.bad_accept = 3;
+        e.qp_lost = 4;
+        e.completions[WcStatus::Flushed as usize] = 5;
+        e.completions[WcStatus::ALL.len() - 1] = 6;
+        e.async_events = 7;
+        e.post_failed = 8;
+        e.protocol = 9;
+        e.verify_mismatches = 10;
+        e.bad_close = 11;
+        r.close = CloseStats {
+            graceful: 12,
+            reset: 13,
+            aborted: 14,
+            terminates_sent: 15,
+            terminates_received: 16,
+        };
+        for i in 0..2 {
+            r.mismatches.push(Mismatch {
+                qp: i,
+                seq: 17 + u64::from(i),
+                offset: 24,
+                expected: 0x0123_4567_89ab_cdef,
+                got: 0xfeed_u64 << i,
+            });
+        }
+        r
+    }
+
+    fn fixed_server() -> ServerReport {
+        ServerReport {
+            accepted: 1,
+            rejected: 2,
+            served: 3,
+            failed: 4,
+            active: 5,
+            messages_received: 6,
+            bytes_received: 7,
+            messages_verified: 8,
+            bytes_verified: 9,
+            verify_mismatches: 10,
+            credits_sent: 11,
+            acks_sent: 12,
+            errors: 13,
+            mismatches: fixed().mismatches,
+        }
+    }
+
+    /// `to_json` of [`fixed`], [`fixed_server`] and an empty SEND report as the
+    /// hand-written serializer wrote them: scripts/bench-loadgen.sh, scripts/linux-peer.sh
+    /// and `iwarpd stats --json` readers depend on these names and this nesting.
+    const PINNED: [&str; 3] = [
+        r#"{"op":"read","size":1000,"qps":1,"depth":8,"verify":true,"seconds":1.250000,"messages":123457,"bytes":123457000,"goodput_gbps":0.790125,"messages_per_sec":98765.600,"latency_us":{"p50":2.511,"p90":12.345,"p99":12.345,"p999":12.345,"max":12.345,"samples":4},"setup":{"established":3,"window_s":0.001235,"rate_per_sec":2430.002,"p50_us":20.095,"p99_us":35.000,"max_us":35.000},"errors":{"connect_failed":1,"rejected":2,"bad_accept":3,"qp_lost":4,"completion_errors":11,"async_events":7,"post_failed":8,"protocol":9,"verify_mismatches":10,"bad_close":11,"completions_by_status":{"Flushed":5,"RemoteOperationError":6}},"close":{"graceful":12,"reset":13,"aborted":14,"terminates_sent":15,"terminates_received":16},"mismatches":[{"qp":0,"seq":17,"offset":24,"expected":"0x0123456789abcdef","got":"0x000000000000feed"},{"qp":1,"seq":18,"offset":24,"expected":"0x0123456789abcdef","got":"0x000000000001fdda"}]}"#,
+        r#"{"accepted":1,"rejected":2,"served":3,"failed":4,"active":5,"messages_received":6,"bytes_received":7,"messages_verified":8,"bytes_verified":9,"verify_mismatches":10,"credits_sent":11,"acks_sent":12,"errors":13}"#,
+        r#"{"op":"send","size":64,"qps":1,"depth":1,"verify":false,"seconds":0.000000,"messages":0,"bytes":0,"goodput_gbps":0.000000,"messages_per_sec":0.000,"latency_us":{"p50":0.000,"p90":0.000,"p99":0.000,"p999":0.000,"max":0.000,"samples":0},"setup":{"established":0,"window_s":0.000000,"rate_per_sec":0.000,"p50_us":0.000,"p99_us":0.000,"max_us":0.000},"errors":{"connect_failed":0,"rejected":0,"bad_accept":0,"qp_lost":0,"completion_errors":0,"async_events":0,"post_failed":0,"protocol":0,"verify_mismatches":0,"bad_close":0,"completions_by_status":{}},"close":{"graceful":0,"reset":0,"aborted":0,"terminates_sent":0,"terminates_received":0},"mismatches":[]}"#,
+    ];
+
+    /// The keys of a JSON text in the order written (nesting flattened).
+    fn keys_in_order(json: &str) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut rest = json;
+        while let Some(i) = rest.find('"') {
+            let after = &rest[i + 1..];
+            let Some(j) = after.find('"') else { break };
+            let (word, tail) = (&after[..j], &after[j + 1..]);
+            if tail.starts_with(':') {
+                out.push(word.to_string());
+            }
+            rest = tail;
+        }
+        out
+    }
+
+    #[test]
+    fn json_shape_is_pinned() {
+        let now = [
+            fixed().to_json(),
+            fixed_server().to_json(),
+            Report::new(Op::Send, 64, 1, 1, false).to_json(),
+        ];
+        for (pinned, now) in PINNED.iter().zip(now.iter()) {
+            let a: serde_json::Value = serde_json::from_str(pinned).unwrap();
+            let b: serde_json::Value = serde_json::from_str(now).expect(now);
+            assert_eq!(a, b, "\npinned: {pinned}\nnow:    {now}");
+            assert_eq!(keys_in_order(pinned), keys_in_order(now), "{now}");
+        }
     }
 }
