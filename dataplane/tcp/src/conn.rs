@@ -444,6 +444,11 @@ impl TcpConn {
         self.rcv_nxt
     }
 
+    /// True while bytes beyond `rcv.nxt` are held out of order (waiting for the gap).
+    pub fn holds_out_of_order(&self) -> bool {
+        !self.ooo.is_empty()
+    }
+
     /// Largest payload per segment: the smallest MSS of the two sides and the path, less
     /// the timestamp option when in use.
     pub fn eff_mss(&self) -> usize {

@@ -301,11 +301,19 @@ fn run(data: &[u8]) -> bool {
     true
 }
 
-/// A's RDMA Writes into the input's region until more than a receive window of stream
-/// has passed: a segment the input forged in the window it saw (kept out of order by B's
-/// TCP, which keeps the first copy) can only replace bytes of these Writes, never those
-/// of the final transfer. False if the connection went down.
+/// When B's TCP holds bytes out of order (perhaps forged by the input: B keeps the first
+/// copy), A's RDMA Writes into the input's region until more than a receive window of
+/// stream has passed, so that held bytes can only replace bytes of these Writes, never
+/// those of the final transfer. False if the connection went down.
 fn flush_window(p: &mut Pair) -> bool {
+    let held =
+        p.b.eng
+            .qp_conn(p.b.qp)
+            .and_then(|id| p.b.eng.conn(id))
+            .is_some_and(|c| c.tcp.holds_out_of_order());
+    if !held {
+        return true;
+    }
     let len = (WRITABLE_END - INPUT_WRITES) as u32;
     let mut sent = 0u32;
     // Batches of 16 (the send queue holds 32; the input may have left some WRs).
