@@ -5,7 +5,9 @@
 //! popped and decoded, as `Qp::post_send` / `Cq::poll` do). The workload is `iwarp-perf
 //! send_lat`'s: A posts a signaled SEND of `size` bytes, B's receive completes, B reposts
 //! it and echoes a signaled SEND of the same size, A's receive completes and A reposts it;
-//! four completions per round trip.
+//! four completions per round trip. Each side's turn is one iteration of the daemon's core
+//! loop (frames received, timers, the service's poll, engine events, frames sent), and
+//! each client polls after its side's turn.
 //!
 //! Hardware counters are not available on every machine (a VM without a PMU); run
 //! `iwarp-shm-pingpong` under `valgrind --tool=callgrind --toggle-collect='*measured_round_trips*'`
@@ -285,24 +287,35 @@ impl Side {
             .filter(|c| c.opcode == WcOpcode::Recv)
     }
 
-    /// The service's poll, the engine's timers, frames out into `out`, events to the
-    /// service, notices collected.
-    fn turn(&mut self, now: Instant, out: &mut Vec<Vec<u8>>, buf: &mut [u8]) -> usize {
-        App::<VecMemory>::poll(&mut self.svc, now, &mut self.eng, &mut self.mem);
+    /// One iteration of the daemon's core loop for this side (`iwarp_runtime::Core::
+    /// run_once`): the frames received, the engine's timers, the service's poll, the
+    /// engine's events to the service, then the frames to send (into `tx`; returns how
+    /// many). Notices are collected.
+    fn turn(
+        &mut self,
+        now: Instant,
+        rx: &[Vec<u8>],
+        tx: &mut Vec<Vec<u8>>,
+        buf: &mut [u8],
+    ) -> usize {
+        for f in rx {
+            self.eng.handle_frame(now, f, &mut self.mem);
+        }
         if self.eng.poll_timeout().is_some_and(|t| t <= now) {
             self.eng.handle_timeout(now, &mut self.mem);
         }
-        let mut n = 0;
-        while let Some(len) = self.eng.poll_transmit(now, buf, &self.mem) {
-            if out.len() <= n {
-                out.push(Vec::with_capacity(buf.len()));
-            }
-            out[n].clear();
-            out[n].extend_from_slice(&buf[..len]);
-            n += 1;
-        }
+        App::<VecMemory>::poll(&mut self.svc, now, &mut self.eng, &mut self.mem);
         while let Some(ev) = self.eng.poll_event() {
             App::<VecMemory>::on_event(&mut self.svc, now, &mut self.eng, &mut self.mem, &ev);
+        }
+        let mut n = 0;
+        while let Some(len) = self.eng.poll_transmit(now, buf, &self.mem) {
+            if tx.len() <= n {
+                tx.push(Vec::with_capacity(buf.len()));
+            }
+            tx[n].clear();
+            tx[n].extend_from_slice(&buf[..len]);
+            n += 1;
         }
         while let Some(notice) = self.h.poll_notice() {
             self.notices.push(notice);
@@ -320,7 +333,11 @@ pub struct ShmPingPong {
     a: Side,
     b: Side,
     now: Instant,
-    frames: Vec<Vec<u8>>,
+    /// Frames A sent in its last turn (`n_ab` of them), B in its last turn.
+    ab: Vec<Vec<u8>>,
+    n_ab: usize,
+    ba: Vec<Vec<u8>>,
+    n_ba: usize,
     buf: Vec<u8>,
     size: u32,
     /// Shuttle rounds so far.
@@ -339,7 +356,10 @@ impl ShmPingPong {
             a: Side::new(1)?,
             b: Side::new(2)?,
             now: Instant(1_000_000_000),
-            frames: Vec::new(),
+            ab: Vec::new(),
+            n_ab: 0,
+            ba: Vec::new(),
+            n_ba: 0,
             buf: vec![0; MTU + ETH_HEADER_LEN],
             size,
             rounds: 0,
@@ -355,19 +375,26 @@ impl ShmPingPong {
         Ok(p)
     }
 
-    /// One shuttle round: A's turn, its frames to B, B's turn, its frames to A; the clock
-    /// advances 1 µs.
-    fn round(&mut self) {
-        let n = self.a.turn(self.now, &mut self.frames, &mut self.buf);
-        for f in &self.frames[..n] {
-            self.b.eng.handle_frame(self.now, f, &mut self.b.mem);
-        }
-        let n = self.b.turn(self.now, &mut self.frames, &mut self.buf);
-        for f in &self.frames[..n] {
-            self.a.eng.handle_frame(self.now, f, &mut self.a.mem);
-        }
+    /// A's turn: it receives what B sent in its last turn.
+    fn turn_a(&mut self) {
+        self.n_ab = self
+            .a
+            .turn(self.now, &self.ba[..self.n_ba], &mut self.ab, &mut self.buf);
+    }
+
+    /// B's turn: it receives what A sent in its last turn; the clock advances 1 µs.
+    fn turn_b(&mut self) {
+        self.n_ba = self
+            .b
+            .turn(self.now, &self.ab[..self.n_ab], &mut self.ba, &mut self.buf);
         self.now = Instant(self.now.0 + Duration::from_micros(1).0);
         self.rounds += 1;
+    }
+
+    /// One shuttle round: A's turn, then B's.
+    fn round(&mut self) {
+        self.turn_a();
+        self.turn_b();
     }
 
     fn connect(&mut self) -> Result<(), BenchError> {
@@ -440,27 +467,14 @@ impl ShmPingPong {
     }
 
     /// One send_lat round trip: A sends, B echoes, until A's receive completed (A's and
-    /// B's send completions are polled on the way, as `iwarp-perf` does).
+    /// B's send completions are polled on the way, as `iwarp-perf` does). Each client
+    /// polls after its own side's turn.
     pub fn round_trip(&mut self) -> Result<(), BenchError> {
         let i = self.round_trips;
         self.a.post_send(i, self.size);
         let mut echoed = false;
         for _ in 0..10_000 {
-            self.round();
-            if !echoed {
-                self.b.poll_cq()?;
-                let recvs: Vec<Cqe> = self.b.polled_recvs().collect();
-                for c in recvs {
-                    if c.byte_len != self.size {
-                        return Err(err(c, "B's receive"));
-                    }
-                    self.b.post_recv(c.wr_id);
-                    self.b.post_send(i, self.size);
-                    echoed = true;
-                }
-            } else {
-                self.b.poll_cq()?;
-            }
+            self.turn_a();
             self.a.poll_cq()?;
             let recvs: Vec<Cqe> = self.a.polled_recvs().collect();
             if let Some(c) = recvs.first() {
@@ -470,6 +484,17 @@ impl ShmPingPong {
                 self.a.post_recv(c.wr_id);
                 self.round_trips += 1;
                 return Ok(());
+            }
+            self.turn_b();
+            self.b.poll_cq()?;
+            let recvs: Vec<Cqe> = self.b.polled_recvs().collect();
+            for c in recvs {
+                if c.byte_len != self.size || echoed {
+                    return Err(err(c, "B's receive"));
+                }
+                self.b.post_recv(c.wr_id);
+                self.b.post_send(i, self.size);
+                echoed = true;
             }
         }
         Err(BenchError(format!("round trip {i} did not finish")))
