@@ -7,6 +7,8 @@
 //! - [`limit`]: the 2x copy + CRC limit;
 //! - [`report`]: medians and the one-line results;
 //! - [`scale`]: N connected QPs on one core: set-up rate and memory per connection;
+//! - [`shm`]: the shared-memory verbs path (engine, `ShmService`, client rings) in one
+//!   process, for counting the instructions of a `send_lat` round trip;
 //! - [`case`]: the benchmark cases and timed runs used by `benches/engine.rs` and the
 //!   `iwarp-bench-report` binary.
 #![forbid(unsafe_code)]
@@ -16,6 +18,7 @@ pub mod limit;
 pub mod pair;
 pub mod report;
 pub mod scale;
+pub mod shm;
 pub mod stream;
 
 pub use case::{extra_cases, measure, standard_cases, target_met, Case, Running};

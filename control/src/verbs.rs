@@ -152,6 +152,13 @@ fn entries_for(n: u32, max: u32, what: &str, code: ErrorCode) -> Result<u32, cra
         .ok_or_else(|| err(code, format!("{what} {n} is too large")))
 }
 
+/// Entries of the CQ sub-rings of a CQ of `depth`: the sub-ring is the engine CQ and keeps
+/// one slot for the marker of a resize, so `depth + 1` rounded up to a power of two.
+fn cq_entries(depth: u32, max: u32) -> Result<u32, crate::link::Error> {
+    entries_for(depth, max, "CQ depth", ErrorCode::InvalidCqSize)?;
+    entries_for(depth + 1, u32::MAX, "CQ depth", ErrorCode::InvalidCqSize)
+}
+
 fn alloc_pd<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client) -> Res {
     if c.pds.next_handle().is_none() {
         return Err(full("PD", ctx.cfg.max_objects));
@@ -284,12 +291,7 @@ fn control_line(c: &Client, index: u32) -> Result<CqControl, crate::link::Error>
 }
 
 fn create_cq<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: CqCreate) -> Res {
-    let entries = entries_for(
-        a.depth,
-        ctx.device.max_cqe,
-        "CQ depth",
-        ErrorCode::InvalidCqSize,
-    )?;
+    let entries = cq_entries(a.depth, ctx.device.max_cqe)?;
     if let Some(ch) = a.channel {
         c.channels
             .get(ch.0)
@@ -378,12 +380,7 @@ fn create_cq<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: CqCreate) -> Res 
 
 fn resize_cq<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, h: CqHandle, depth: u32) -> Res {
     let cq = c.cqs.get(h.0).ok_or_else(|| no_such("CQ", h.0))?;
-    let entries = entries_for(
-        depth,
-        ctx.device.max_cqe,
-        "CQ depth",
-        ErrorCode::InvalidCqSize,
-    )?;
+    let entries = cq_entries(depth, ctx.device.max_cqe)?;
     if cq.retired.len() + ctx.ncores() > RESIZES_MAX * ctx.ncores() {
         return Err(err(
             ErrorCode::LimitReached,

@@ -82,7 +82,8 @@ pub enum Event {
     },
     /// A verbs asynchronous event.
     Async(AsyncEvent),
-    /// A completion was added to an armed CQ.
+    /// A completion was added to an armed CQ (for a CQ created with a sink: the sink's
+    /// arm fired; at most one such event of a CQ is pending at a time).
     CqNotify(CqId),
 }
 

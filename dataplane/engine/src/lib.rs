@@ -6,7 +6,8 @@
 //! through [`Engine::rnic_mut`] followed by [`Engine::qp_doorbell`] when it gives a QP
 //! work) and connection-management calls; outputs are frames written
 //! into caller buffers ([`Engine::poll_transmit`]), events ([`Engine::poll_event`]),
-//! completions (polled from the CQs through [`Engine::rnic_mut`]) and the next deadline
+//! completions (polled from the in-engine CQs through [`Engine::rnic_mut`], or written by
+//! a CQ's sink where its creator put them: `iwarp_rdma::cq::CqSink`) and the next deadline
 //! ([`Engine::poll_timeout`]). No clock, randomness, thread or socket inside; seeds come in
 //! through [`EngineConfig`].
 //!

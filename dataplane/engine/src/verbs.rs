@@ -2,7 +2,7 @@
 //! each marks the QP's connection ready for `poll_transmit` (the doorbell).
 
 use iwarp_rdma::QpModify;
-use iwarp_types::{QpId, RecvWr, SendWr, VerbError};
+use iwarp_types::{CqId, Cqe, QpId, RecvWr, SendWr, VerbError};
 
 use crate::conn_table::slot_of;
 use crate::engine::Engine;
@@ -29,6 +29,24 @@ impl Engine {
     pub fn modify_qp(&mut self, qp: QpId, m: &QpModify) -> Result<(), VerbError> {
         let r = self.core.rnic.modify_qp(qp, m);
         self.qp_doorbell(qp);
+        r
+    }
+
+    /// A completion made outside the engine (a WR its owner refused before posting it)
+    /// written into `cq`'s sink after every completion so far
+    /// ([`iwarp_rdma::Rnic::push_completion`]); if the CQ has no room and the completion
+    /// belongs to `qp`, `qp` goes to Terminate with a CQ error and its doorbell is rung.
+    /// `Ok(false)` if the CQ overflowed.
+    pub fn push_completion(
+        &mut self,
+        cq: CqId,
+        cqe: Cqe,
+        qp: Option<QpId>,
+    ) -> Result<bool, VerbError> {
+        let r = self.core.rnic.push_completion(cq, cqe, qp);
+        if let (Ok(false), Some(qp)) = (r, qp) {
+            self.qp_doorbell(qp);
+        }
         r
     }
 

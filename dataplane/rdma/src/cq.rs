@@ -1,11 +1,36 @@
-//! Completion queues (verbs sections 5.3, 8.2.4, 8.2.5 and 9.2.3).
+//! Completion queues (verbs sections 5.3, 8.2.4, 8.2.5 and 9.2.3) and the completion
+//! sink seam.
 //!
-//! A [`Cq`] is a bounded ring of [`Cqe`] whose storage is allocated at create (and at
-//! resize, a control-path verb), never on the data path. Overflow is detected: a push
-//! into a full CQ is refused with [`CqOverflow`] and the caller raises the asynchronous
-//! events (inventory 4.5). Notification follows verbs 8.2.5: arming is one-shot, arming
-//! while armed keeps the wider mode, CQEs already queued at arm time do not trigger, and
-//! "solicited" mode fires on a solicited receive or on any completion in error.
+//! A QP completes into its CQ; the CQ writes each completion into its [`CqSink`]: where
+//! the completions go and who reads them. Two kinds exist:
+//!
+//! - the in-engine queue ([`CqQueue`], the default of [`Rnic::create_cq`]): a bounded
+//!   ring of [`Cqe`] whose storage is allocated at create (and at resize, a control-path
+//!   verb), never on the data path, read with Poll for Completion ([`Rnic::poll_cq`]) and
+//!   armed with Request Completion Notification ([`Rnic::req_notify_cq`]). Notification
+//!   follows verbs 8.2.5: arming is one-shot, arming while armed keeps the wider mode,
+//!   CQEs already queued at arm time do not trigger, and "solicited" mode fires on a
+//!   solicited receive or on any completion in error;
+//! - a sink given by the engine's owner ([`Rnic::create_cq_with_sink`]), for a CQ whose
+//!   storage is not the engine's (the shared-memory service writes each completion
+//!   straight into the slot of the client's CQ ring, with the ring's own arm). The owner
+//!   reaches its sink again with [`Rnic::cq_sink_mut`].
+//!
+//! Whatever the sink, the CQ keeps the verbs rules: a sink that has no room refuses the
+//! completion (it never drops it silently nor overwrites an unread one) and the CQ
+//! reports [`CqOverflow`], on which the caller raises the asynchronous events ("CQ
+//! Overflow Detected" once per episode, the QP's CQ error; inventory 4.5); a sink's
+//! [`Notify::Event`] becomes one CQ notification. A sink-backed CQ has at most one
+//! notification queued at a time (a second fire before the first is taken is merged into
+//! it), so the engine's notification queue cannot be flooded by one CQ.
+//!
+//! [`Rnic::create_cq`]: crate::Rnic::create_cq
+//! [`Rnic::create_cq_with_sink`]: crate::Rnic::create_cq_with_sink
+//! [`Rnic::cq_sink_mut`]: crate::Rnic::cq_sink_mut
+//! [`Rnic::poll_cq`]: crate::Rnic::poll_cq
+//! [`Rnic::req_notify_cq`]: crate::Rnic::req_notify_cq
+
+use core::any::Any;
 
 use crate::slab::Slab;
 use iwarp_types::{CqId, Cqe, VerbError, WcOpcode, WcStatus};
@@ -21,7 +46,7 @@ pub enum NotifyMode {
     Solicited,
 }
 
-/// What a successful [`Cq::push`] asks of the caller.
+/// What a successful [`Cq::push`] (or [`CqSink::push`]) asks of the caller.
 #[must_use]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Notify {
@@ -39,41 +64,94 @@ pub struct CqOverflow {
     pub first: bool,
 }
 
-/// A completion queue.
-pub struct Cq {
+/// A [`CqSink`] had no room for a completion: it wrote nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct CqFull;
+
+/// Lets the owner of a boxed [`CqSink`] get its own type back
+/// ([`Rnic::cq_sink_mut`](crate::Rnic::cq_sink_mut)); implemented for every type.
+pub trait AsAny: Any {
+    /// `self` as [`Any`].
+    fn as_any(&self) -> &dyn Any;
+    /// `self` as [`Any`], mutably.
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Any> AsAny for T {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
+/// Where the completions of a CQ go: the seam between the QPs (which complete WRs) and
+/// the reader of the CQ. The engine calls it on the data path, inside `handle_frame`,
+/// `handle_timeout`, `poll_transmit` and the verbs: an implementation must be bounded
+/// and must not block (no system call, no allocation in steady state).
+pub trait CqSink: AsAny + Send {
+    /// Writes one completion, after every completion written before. `Err(CqFull)` if
+    /// there is no room: nothing was written (a completion is never dropped silently nor
+    /// written over an unread one; the CQ reports the overflow). `Ok(Notify::Event)` if
+    /// the sink was armed for this completion and is now disarmed: the engine emits one
+    /// CQ notification.
+    fn push(&mut self, cqe: &Cqe) -> Result<Notify, CqFull>;
+    /// Request Completion Notification (one shot; see [`NotifyMode`]).
+    fn arm(&mut self, mode: NotifyMode);
+    /// Completions the sink can hold (Query CQ: the depth provided).
+    fn depth(&self) -> usize;
+}
+
+/// The in-engine queue: a bounded ring of [`Cqe`], read with Poll for Completion.
+pub struct CqQueue {
     ring: VecDeque<Cqe>,
     depth: usize,
     armed: Option<NotifyMode>,
-    users: u32,
-    overflowing: bool,
-    overflows: u64,
-    handler: u32,
 }
 
-impl Cq {
-    fn new(depth: usize) -> Cq {
-        Cq {
+impl CqQueue {
+    fn new(depth: usize) -> CqQueue {
+        CqQueue {
             ring: VecDeque::with_capacity(depth),
             depth,
             armed: None,
-            users: 0,
-            overflowing: false,
-            overflows: 0,
-            handler: 0,
         }
     }
 
-    /// Adds a completion. Returns whether a CQ event is due, or [`CqOverflow`] if the CQ
-    /// is full (the CQE is dropped and counted; other CQs and QPs are unaffected).
-    pub fn push(&mut self, cqe: Cqe) -> Result<Notify, CqOverflow> {
-        if self.ring.len() >= self.depth {
-            let first = !self.overflowing;
-            self.overflowing = true;
-            self.overflows = self.overflows.saturating_add(1);
-            return Err(CqOverflow { first });
+    fn poll(&mut self, out: &mut [Cqe]) -> usize {
+        let mut n = 0;
+        for slot in out.iter_mut() {
+            match self.ring.pop_front() {
+                Some(cqe) => {
+                    *slot = cqe;
+                    n += 1;
+                }
+                None => break,
+            }
         }
-        self.overflowing = false;
-        self.ring.push_back(cqe);
+        n
+    }
+
+    fn resize(&mut self, depth: usize) -> Result<(), VerbError> {
+        if depth < self.ring.len() {
+            return Err(VerbError::CqShrinkFailed);
+        }
+        let mut ring = VecDeque::with_capacity(depth);
+        ring.extend(self.ring.drain(..));
+        self.ring = ring;
+        self.depth = depth;
+        Ok(())
+    }
+}
+
+impl CqSink for CqQueue {
+    #[inline]
+    fn push(&mut self, cqe: &Cqe) -> Result<Notify, CqFull> {
+        if self.ring.len() >= self.depth {
+            return Err(CqFull);
+        }
+        self.ring.push_back(*cqe);
         let fire = match self.armed {
             None => false,
             Some(NotifyMode::NextCompletion) => true,
@@ -89,26 +167,7 @@ impl Cq {
         }
     }
 
-    /// Poll for Completion: moves up to `out.len()` CQEs, oldest first, into `out` and
-    /// returns how many. Each CQE is returned at most once.
-    pub fn poll(&mut self, out: &mut [Cqe]) -> usize {
-        let mut n = 0;
-        for slot in out.iter_mut() {
-            match self.ring.pop_front() {
-                Some(cqe) => {
-                    *slot = cqe;
-                    n += 1;
-                }
-                None => break,
-            }
-        }
-        n
-    }
-
-    /// Request Completion Notification. One-shot; arming while armed has no further
-    /// effect except that "next completion" wins over "solicited" (verbs 8.2.5). CQEs
-    /// already queued do not trigger.
-    pub fn arm(&mut self, mode: NotifyMode) {
+    fn arm(&mut self, mode: NotifyMode) {
         self.armed = match (self.armed, mode) {
             (Some(NotifyMode::NextCompletion), _) | (_, NotifyMode::NextCompletion) => {
                 Some(NotifyMode::NextCompletion)
@@ -117,24 +176,119 @@ impl Cq {
         };
     }
 
-    /// The current arming, if any.
-    pub fn armed(&self) -> Option<NotifyMode> {
-        self.armed
+    fn depth(&self) -> usize {
+        self.depth
+    }
+}
+
+/// The sink of a CQ.
+enum Store {
+    /// The in-engine queue (tests, the simulator, the load generator, the runtime's own
+    /// CQs).
+    Queue(CqQueue),
+    /// A sink given by the engine's owner.
+    Sink(Box<dyn CqSink>),
+}
+
+/// A completion queue: its sink and the bookkeeping every sink shares (users, handler,
+/// overflow episodes, the queued notification).
+pub struct Cq {
+    store: Store,
+    users: u32,
+    overflowing: bool,
+    overflows: u64,
+    handler: u32,
+    /// A sink-backed CQ's notification is in the engine's queue (not taken yet).
+    notify_queued: bool,
+}
+
+impl Cq {
+    fn new(store: Store) -> Cq {
+        Cq {
+            store,
+            users: 0,
+            overflowing: false,
+            overflows: 0,
+            handler: 0,
+            notify_queued: false,
+        }
     }
 
-    /// Number of queued CQEs.
+    /// Adds a completion. Returns whether a CQ event is due, or [`CqOverflow`] if the CQ
+    /// is full (the CQE is dropped and counted; other CQs and QPs are unaffected).
+    #[inline]
+    pub fn push(&mut self, cqe: Cqe) -> Result<Notify, CqOverflow> {
+        let r = match &mut self.store {
+            Store::Queue(q) => q.push(&cqe),
+            Store::Sink(s) => s.push(&cqe),
+        };
+        match r {
+            Ok(n) => {
+                self.overflowing = false;
+                Ok(n)
+            }
+            Err(CqFull) => {
+                let first = !self.overflowing;
+                self.overflowing = true;
+                self.overflows = self.overflows.saturating_add(1);
+                Err(CqOverflow { first })
+            }
+        }
+    }
+
+    /// Poll for Completion: moves up to `out.len()` CQEs, oldest first, into `out` and
+    /// returns how many. Each CQE is returned at most once. Always 0 for a CQ with an
+    /// owner's sink (its completions are read where the sink writes them).
+    pub fn poll(&mut self, out: &mut [Cqe]) -> usize {
+        match &mut self.store {
+            Store::Queue(q) => q.poll(out),
+            Store::Sink(_) => 0,
+        }
+    }
+
+    /// Request Completion Notification. One-shot; arming while armed has no further
+    /// effect except that "next completion" wins over "solicited" (verbs 8.2.5). CQEs
+    /// already queued do not trigger. A sink-backed CQ is armed by its sink.
+    pub fn arm(&mut self, mode: NotifyMode) {
+        match &mut self.store {
+            Store::Queue(q) => q.arm(mode),
+            Store::Sink(s) => s.arm(mode),
+        }
+    }
+
+    /// The current arming of the in-engine queue, if any (`None` for a sink-backed CQ:
+    /// its arm is the sink's).
+    pub fn armed(&self) -> Option<NotifyMode> {
+        match &self.store {
+            Store::Queue(q) => q.armed,
+            Store::Sink(_) => None,
+        }
+    }
+
+    /// Number of queued CQEs (0 for a sink-backed CQ).
     pub fn len(&self) -> usize {
-        self.ring.len()
+        match &self.store {
+            Store::Queue(q) => q.ring.len(),
+            Store::Sink(_) => 0,
+        }
     }
 
     /// True if no CQE is queued.
     pub fn is_empty(&self) -> bool {
-        self.ring.is_empty()
+        self.len() == 0
     }
 
     /// Allocated number of entries.
     pub fn depth(&self) -> usize {
-        self.depth
+        match &self.store {
+            Store::Queue(q) => q.depth,
+            Store::Sink(s) => s.depth(),
+        }
+    }
+
+    /// True if the completions go to an owner's sink (not the in-engine queue).
+    pub fn has_sink(&self) -> bool {
+        matches!(self.store, Store::Sink(_))
     }
 
     /// Number of work queues reporting to this CQ.
@@ -156,15 +310,42 @@ impl Cq {
         self.overflows
     }
 
-    fn resize(&mut self, depth: usize) -> Result<(), VerbError> {
-        if depth < self.ring.len() {
-            return Err(VerbError::CqShrinkFailed);
+    /// A notification fired: true if the caller queues it (false: one of this sink-backed
+    /// CQ is queued already and stands for both).
+    pub(crate) fn notification_due(&mut self) -> bool {
+        match self.store {
+            Store::Queue(_) => true,
+            Store::Sink(_) => !core::mem::replace(&mut self.notify_queued, true),
         }
-        let mut ring = VecDeque::with_capacity(depth);
-        ring.extend(self.ring.drain(..));
-        self.ring = ring;
-        self.depth = depth;
-        Ok(())
+    }
+
+    /// The queued notification was taken.
+    pub(crate) fn notification_taken(&mut self) {
+        self.notify_queued = false;
+    }
+
+    /// The owner's sink, as its own type.
+    pub(crate) fn sink_mut<T: CqSink>(&mut self) -> Option<&mut T> {
+        match &mut self.store {
+            Store::Sink(s) => (**s).as_any_mut().downcast_mut::<T>(),
+            Store::Queue(_) => None,
+        }
+    }
+
+    /// The owner's sink, as its own type.
+    pub(crate) fn sink<T: CqSink>(&self) -> Option<&T> {
+        match &self.store {
+            Store::Sink(s) => (**s).as_any().downcast_ref::<T>(),
+            Store::Queue(_) => None,
+        }
+    }
+
+    fn resize(&mut self, depth: usize) -> Result<(), VerbError> {
+        match &mut self.store {
+            Store::Queue(q) => q.resize(depth),
+            // The owner's storage: the owner resizes it (through `Rnic::cq_sink_mut`).
+            Store::Sink(_) => Err(VerbError::InvalidCq),
+        }
     }
 }
 
@@ -201,9 +382,30 @@ impl CqTable {
         }
         let id = self
             .cqs
-            .insert(Cq::new(depth))
+            .insert(Cq::new(Store::Queue(CqQueue::new(depth))))
             .ok_or(VerbError::InsufficientResources)?;
         Ok((CqId(id), depth))
+    }
+
+    /// Create CQ of at least `depth` entries whose completions go to `sink`; returns the
+    /// handle and the sink's depth. `CqTooLarge` above the engine limit,
+    /// `InsufficientResources` if the table is full or the sink holds fewer than `depth`
+    /// completions.
+    pub fn create_with_sink(
+        &mut self,
+        depth: usize,
+        sink: Box<dyn CqSink>,
+    ) -> Result<(CqId, usize), VerbError> {
+        let depth = self.check_depth(depth)?;
+        let got = sink.depth();
+        if got < depth || self.cqs.len() >= self.cqs.capacity() {
+            return Err(VerbError::InsufficientResources);
+        }
+        let id = self
+            .cqs
+            .insert(Cq::new(Store::Sink(sink)))
+            .ok_or(VerbError::InsufficientResources)?;
+        Ok((CqId(id), got))
     }
 
     /// The CQ, if it exists.
@@ -222,8 +424,9 @@ impl CqTable {
     }
 
     /// Modify CQ (resize) to at least `depth` entries, keeping every queued CQE in order.
-    /// Fails atomically: `InvalidCq`, `CqTooLarge`, or `CqShrinkFailed` if more CQEs are
-    /// queued than `depth`. Returns the allocated depth.
+    /// Fails atomically: `InvalidCq` (also for a CQ with an owner's sink: the owner
+    /// resizes its storage), `CqTooLarge`, or `CqShrinkFailed` if more CQEs are queued
+    /// than `depth`. Returns the allocated depth.
     pub fn resize(&mut self, cq: CqId, depth: usize) -> Result<usize, VerbError> {
         let depth = self.check_depth(depth)?;
         let c = self.cqs.get_mut(cq.0).ok_or(VerbError::InvalidCq)?;

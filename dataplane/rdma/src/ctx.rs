@@ -33,12 +33,14 @@ impl<T> BoundedQueue<T> {
         }
     }
 
-    /// Appends, or counts the item as dropped if the queue is full.
-    pub(crate) fn push(&mut self, v: T) {
+    /// Appends, or counts the item as dropped if the queue is full (then false).
+    pub(crate) fn push(&mut self, v: T) -> bool {
         if self.q.len() >= self.cap {
             self.dropped = self.dropped.saturating_add(1);
+            false
         } else {
             self.q.push_back(v);
+            true
         }
     }
 
@@ -72,23 +74,14 @@ impl Ctx<'_> {
         !self.remote_inv_shared_pd && self.pds.qps(pd) > 1
     }
 
-    /// Queues a completion; raises the CQ event if the CQ was armed for it. A full CQ
-    /// drops it, raises "CQ Overflow Detected" once and flags `cq_error` so the RNIC moves
-    /// the QP to Terminate (verbs 4.5: CQ/SQ or CQ/RQ error, 0x0207).
+    /// Writes a completion into the CQ's sink; raises the CQ event if the CQ was armed
+    /// for it. A full CQ refuses it, raises "CQ Overflow Detected" once and flags
+    /// `cq_error` so the RNIC moves the QP to Terminate (verbs 4.5: CQ/SQ or CQ/RQ error,
+    /// 0x0207).
+    #[inline]
     pub(crate) fn complete(&mut self, cq: CqId, cqe: Cqe) {
-        match self.cqs.get_mut(cq).map(|c| c.push(cqe)) {
-            Some(Ok(Notify::Event)) => self.cq_events.push(cq),
-            Some(Ok(Notify::Quiet)) => {}
-            Some(Err(o)) => {
-                if o.first {
-                    self.events.push(AsyncEvent {
-                        resource: EventResource::Cq(cq),
-                        kind: AsyncEventKind::CqOverflow,
-                    });
-                }
-                self.cq_error = true;
-            }
-            None => self.cq_error = true,
+        if !complete_into(self.cqs, self.events, self.cq_events, cq, cqe) {
+            self.cq_error = true;
         }
     }
 
@@ -182,6 +175,41 @@ impl Ctx<'_> {
             self.events.push(ev);
         }
         Some((t.wr, pd))
+    }
+}
+
+/// Writes `cqe` into `cq`'s sink and queues the CQ notification it fired (one at a time
+/// for a sink-backed CQ) or "CQ Overflow Detected" (once per episode). False if the
+/// completion could not be written (CQ full or gone): the caller reports the CQ error.
+#[inline]
+pub(crate) fn complete_into(
+    cqs: &mut CqTable,
+    events: &mut BoundedQueue<AsyncEvent>,
+    cq_events: &mut BoundedQueue<CqId>,
+    cq: CqId,
+    cqe: Cqe,
+) -> bool {
+    let Some(c) = cqs.get_mut(cq) else {
+        return false;
+    };
+    match c.push(cqe) {
+        Ok(Notify::Event) => {
+            if c.notification_due() && !cq_events.push(cq) {
+                // Dropped (counted): the next one may be queued.
+                c.notification_taken();
+            }
+            true
+        }
+        Ok(Notify::Quiet) => true,
+        Err(o) => {
+            if o.first {
+                events.push(AsyncEvent {
+                    resource: EventResource::Cq(cq),
+                    kind: AsyncEventKind::CqOverflow,
+                });
+            }
+            false
+        }
     }
 }
 

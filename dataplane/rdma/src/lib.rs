@@ -6,6 +6,8 @@
 //! [`Rnic::qp_establish`], [`Rnic::qp_next_ulpdu`] / [`Rnic::fill_ulpdu`] /
 //! [`Rnic::qp_ulpdu_acked`] (outbound), [`Rnic::qp_on_ulpdu`] (inbound),
 //! [`Rnic::qp_llp_event`], [`Rnic::qp_terminate`] and [`Rnic::qp_poll_llp_request`].
+//! Completions go to each CQ's sink ([`cq::CqSink`]): the in-engine queue read with
+//! [`Rnic::poll_cq`], or storage of the CQ creator's ([`Rnic::create_cq_with_sink`]).
 #![forbid(unsafe_code)]
 
 pub mod cq;

@@ -4,7 +4,7 @@
 
 use iwarp_types::{AsyncEvent, CqId, Cqe, PdId, QpId, RecvWr, SrqId, Stag, VerbError, MAX_SGE};
 
-use crate::cq::{CqTable, NotifyMode};
+use crate::cq::{CqSink, CqTable, NotifyMode};
 use crate::ctx::{BoundedQueue, Ctx};
 use crate::mem::{MemConfig, MemTable, MrAttr, MrInfo, MwBind, MwInfo, MwType, SharedMrAttr};
 use crate::pd::PdTable;
@@ -189,7 +189,11 @@ impl Rnic {
 
     /// The next CQ whose armed notification fired (verbs 8.2.5), oldest first.
     pub fn poll_cq_event(&mut self) -> Option<CqId> {
-        self.cq_events.pop()
+        let cq = self.cq_events.pop()?;
+        if let Some(c) = self.cqs.get_mut(cq) {
+            c.notification_taken();
+        }
+        Some(cq)
     }
 
     /// Asynchronous events and CQ notifications dropped because their queue was full.
@@ -264,9 +268,70 @@ impl Rnic {
 
     // --- Completion queues (verbs 9.2.3, 9.3.2) ---
 
-    /// Create CQ with at least `depth` entries; returns it and the allocated depth.
+    /// Create CQ with at least `depth` entries, an in-engine queue read with
+    /// [`Rnic::poll_cq`]; returns it and the allocated depth.
     pub fn create_cq(&mut self, depth: u32) -> Result<(CqId, u32), VerbError> {
         self.cqs.create(depth as usize).map(|(c, d)| (c, d as u32))
+    }
+
+    /// Create CQ whose completions go to `sink` (the caller's storage, see
+    /// [`crate::cq`]): every completion of a QP reporting to it is written there, with
+    /// the CQ's rules (a full sink: "CQ Overflow Detected" and the QP's CQ error; the
+    /// sink's notification: a CQ event). `depth` is checked against the engine's limit;
+    /// returns the CQ and the sink's depth. `InsufficientResources` if the sink holds
+    /// fewer than `depth` completions. [`Rnic::poll_cq`] and [`Rnic::resize_cq`] do not
+    /// apply (the owner reads and resizes its sink, [`Rnic::cq_sink_mut`]);
+    /// [`Rnic::req_notify_cq`] arms the sink.
+    pub fn create_cq_with_sink(
+        &mut self,
+        depth: u32,
+        sink: Box<dyn CqSink>,
+    ) -> Result<(CqId, u32), VerbError> {
+        self.cqs
+            .create_with_sink(depth as usize, sink)
+            .map(|(c, d)| (c, d.min(u32::MAX as usize) as u32))
+    }
+
+    /// The sink of CQ `cq` if it was created with one of type `T`.
+    pub fn cq_sink<T: CqSink>(&self, cq: CqId) -> Option<&T> {
+        self.cqs.get(cq).and_then(|c| c.sink::<T>())
+    }
+
+    /// The sink of CQ `cq` if it was created with one of type `T`, mutably (e.g. to give
+    /// it new storage). Completions keep going through the CQ; do not write into the
+    /// sink's storage around it.
+    pub fn cq_sink_mut<T: CqSink>(&mut self, cq: CqId) -> Option<&mut T> {
+        self.cqs.get_mut(cq).and_then(|c| c.sink_mut::<T>())
+    }
+
+    /// Writes a completion made outside the engine (a WR its owner refused before posting
+    /// it) into `cq`, after every completion written so far, with the CQ's rules: if the
+    /// CQ has no room it raises "CQ Overflow Detected" and, when the completion belongs
+    /// to `qp`, moves `qp` to Terminate with a CQ error (then ring the engine's doorbell
+    /// of `qp`). `InvalidCq`, `InvalidQp` for unknown objects; `Ok(false)` if the CQ
+    /// overflowed.
+    pub fn push_completion(
+        &mut self,
+        cq: CqId,
+        cqe: Cqe,
+        qp: Option<QpId>,
+    ) -> Result<bool, VerbError> {
+        if self.cqs.get(cq).is_none() {
+            return Err(VerbError::InvalidCq);
+        }
+        match qp {
+            Some(qp) => self.with_qp(qp, None, |_, ctx| {
+                ctx.complete(cq, cqe);
+                !ctx.cq_error
+            }),
+            None => Ok(crate::ctx::complete_into(
+                &mut self.cqs,
+                &mut self.events,
+                &mut self.cq_events,
+                cq,
+                cqe,
+            )),
+        }
     }
 
     /// Set Completion Event Handler, register case (verbs 9.4.1): a new non-zero
@@ -317,7 +382,8 @@ impl Rnic {
         self.cqs.query(cq).map(|d| d as u32)
     }
 
-    /// Modify CQ (resize), keeping every queued CQE.
+    /// Modify CQ (resize), keeping every queued CQE. `InvalidCq` for a CQ created with a
+    /// sink (its owner resizes the sink's storage).
     pub fn resize_cq(&mut self, cq: CqId, depth: u32) -> Result<u32, VerbError> {
         self.cqs.resize(cq, depth as usize).map(|d| d as u32)
     }
@@ -328,12 +394,19 @@ impl Rnic {
     }
 
     /// Poll for Completion: up to `out.len()` CQEs, oldest first; returns how many.
+    /// `InvalidCq` also for a CQ created with a sink (its completions are read where the
+    /// sink writes them).
     pub fn poll_cq(&mut self, cq: CqId, out: &mut [Cqe]) -> Result<usize, VerbError> {
-        Ok(self.cqs.get_mut(cq).ok_or(VerbError::InvalidCq)?.poll(out))
+        let c = self.cqs.get_mut(cq).ok_or(VerbError::InvalidCq)?;
+        if c.has_sink() {
+            return Err(VerbError::InvalidCq);
+        }
+        Ok(c.poll(out))
     }
 
     /// Request Completion Notification (one shot): the next completion, or with
-    /// `solicited_only` the next solicited receive or completion in error.
+    /// `solicited_only` the next solicited receive or completion in error. A CQ created
+    /// with a sink is armed through the sink ([`CqSink::arm`]).
     pub fn req_notify_cq(&mut self, cq: CqId, solicited_only: bool) -> Result<(), VerbError> {
         let mode = if solicited_only {
             NotifyMode::Solicited

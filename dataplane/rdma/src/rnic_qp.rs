@@ -76,6 +76,7 @@ impl Rnic {
         let id = QpId(handle);
         if let Some(q) = self.qps.get_mut(handle) {
             q.id = id;
+            q.cqe_qp = id;
             q.rq_limit = rq_limit;
             q.rq_limit_armed = rq_limit > 0;
         }
@@ -88,6 +89,15 @@ impl Rnic {
             let _ = self.srqs.acquire(srq);
         }
         Ok((id, a))
+    }
+
+    /// Names `qp` in its completions: from now on they carry `id` in `Cqe::qp` instead
+    /// of the QP's own id (the shared-memory service gives the client's QP handle, so
+    /// a completion is written once, in the form the client reads).
+    pub fn set_qp_completion_id(&mut self, qp: QpId, id: QpId) -> Result<(), VerbError> {
+        let q = self.qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
+        q.cqe_qp = id;
+        Ok(())
     }
 
     /// Query QP.

@@ -144,6 +144,13 @@ impl Producer {
     /// Copies one slot of bytes into the ring and rings the doorbell.
     /// `slot.len()` must be the slot size.
     pub fn push(&mut self, slot: &[u8]) -> Result<(), RingError> {
+        self.push_keeping(slot, 0)
+    }
+
+    /// [`Producer::push`], but [`RingError::Full`] unless `keep` slots stay free after
+    /// it: room the producer keeps for a slot of its own (a CQ ring keeps one for the
+    /// marker that ends it at a resize).
+    pub fn push_keeping(&mut self, slot: &[u8], keep: u32) -> Result<(), RingError> {
         let size = self.layout.slot_size();
         if slot.len() != size {
             return Err(RingError::WrongSlotSize {
@@ -151,7 +158,8 @@ impl Producer {
                 got: slot.len(),
             });
         }
-        if self.free_for(1)? == 0 {
+        let need = u64::from(keep) + 1;
+        if self.free_for(need)? < need {
             return Err(RingError::Full);
         }
         self.write_slot(self.produced, slot);

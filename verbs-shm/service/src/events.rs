@@ -2,7 +2,7 @@
 //! ports, QPs, CQs and SRQs and forwards them as notices.
 
 use iwarp_engine::{Engine, Event};
-use iwarp_types::{AsyncEvent, EventResource};
+use iwarp_types::{AsyncEvent, AsyncEventKind, EventResource};
 
 use crate::request::{AsyncObject, CmNotice, ServiceNotice};
 use crate::service::ShmService;
@@ -123,6 +123,23 @@ impl ShmService {
                 true
             }
             Event::Async(AsyncEvent { resource, kind }) => {
+                // A completion refused: a CQ sub-ring whose consumer index broke is
+                // reported as such (`RingCorrupt`) instead of an overflow.
+                match (resource, kind) {
+                    (EventResource::Cq(cq), AsyncEventKind::CqOverflow)
+                        if self.check_ring(engine, cq) =>
+                    {
+                        return true;
+                    }
+                    (EventResource::Qp(qp), AsyncEventKind::CqError) => {
+                        if let Some(q) = self.qps.get(&qp) {
+                            let (s, r) = (q.send_cq, q.recv_cq);
+                            self.check_ring(engine, s);
+                            self.check_ring(engine, r);
+                        }
+                    }
+                    _ => {}
+                }
                 let (client, object) = match resource {
                     EventResource::Qp(qp) => match self.qps.get(&qp) {
                         Some(q) => (q.client, AsyncObject::Qp(q.handle)),
@@ -149,7 +166,7 @@ impl ShmService {
                 if !self.cqs.contains_key(&cq) {
                     return false;
                 }
-                self.forward_cq(engine, cq);
+                self.cq_fired(cq);
                 true
             }
         }

@@ -6,13 +6,14 @@ use iwarp_rdma::mem::MrAttr;
 use iwarp_shm_ring::{
     Consumer, Producer, RingKind, RingLayout, CQE_SLOT_SIZE, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
 };
-use iwarp_types::{Instant, Memory, PdId, QpId, Stag};
+use iwarp_types::{Instant, Memory, PdId, QpId, Stag, VerbError};
 
+use crate::cq::RingSink;
 use crate::request::{
     ClientId, Freed, RingSpec, ServiceError, ServiceReply, ServiceRequest, WorkRing,
 };
 use crate::service::ShmService;
-use crate::tables::{Bell, Client, ConnEntry, CqEntry, QpEntry, SrqEntry, STASH_MAX};
+use crate::tables::{Bell, Client, ConnEntry, CqEntry, QpEntry, SrqEntry};
 
 type R = Result<ServiceReply, ServiceError>;
 
@@ -130,19 +131,21 @@ impl ShmService {
                 }
                 let lay = layout(RingKind::Completion, ring.entries, CQE_SLOT_SIZE)?;
                 let producer = Producer::attach(ring.region.clone(), lay)?;
-                let (id, got) = engine.rnic_mut().create_cq(depth)?;
-                let _ = engine.rnic_mut().req_notify_cq(id, false);
+                // The sub-ring is the engine CQ: it must hold `depth` completions.
+                if RingSink::capacity(ring.entries) < depth as usize {
+                    return Err(ServiceError::Invalid(
+                        "CQ ring smaller than depth + 1 entries",
+                    ));
+                }
+                let sink = Box::new(RingSink::new(producer, control));
+                let (id, got) = engine.rnic_mut().create_cq_with_sink(depth, sink)?;
                 self.cqs.insert(
                     id,
                     CqEntry {
                         client,
                         handle: cq,
-                        ring: producer,
-                        control,
-                        stash: Vec::with_capacity(STASH_MAX),
                         pending: false,
                         wake_pending: false,
-                        broken: false,
                     },
                 );
                 self.reserve_lists();
@@ -156,18 +159,31 @@ impl ShmService {
             } => {
                 self.own_cq(client, cq)?;
                 let lay = layout(RingKind::Completion, ring.entries, CQE_SLOT_SIZE)?;
-                let mut producer = Producer::attach(ring.region.clone(), lay)?;
-                let got = engine.rnic_mut().resize_cq(cq, depth)?;
-                if let Some(e) = self.cqs.get_mut(&cq) {
-                    ShmService::push_ring_moved(&mut e.ring);
-                    core::mem::swap(&mut e.ring, &mut producer);
+                let producer = Producer::attach(ring.region.clone(), lay)?;
+                if depth > engine.rnic().limits().max_cqe {
+                    return Err(ServiceError::Verb(VerbError::CqTooLarge));
                 }
-                self.forward_cq(engine, cq);
-                Ok(ServiceReply::Cq { cq, depth: got })
+                let got = RingSink::capacity(ring.entries);
+                if got < depth as usize {
+                    return Err(ServiceError::Invalid(
+                        "CQ ring smaller than depth + 1 entries",
+                    ));
+                }
+                // Completions already in the old sub-ring stay there, read before the
+                // marker: nothing to shrink.
+                let sink = engine
+                    .rnic_mut()
+                    .cq_sink_mut::<RingSink>(cq)
+                    .ok_or(ServiceError::Invalid("CQ without a ring"))?;
+                sink.move_to(producer);
+                Ok(ServiceReply::Cq {
+                    cq,
+                    depth: got.min(u32::MAX as usize) as u32,
+                })
             }
             Q::DestroyCq { client, cq } => {
                 self.own_cq(client, cq)?;
-                engine.rnic_mut().destroy_cq(cq)?;
+                self.destroy_engine_cq(engine, cq, client)?;
                 self.cqs.remove(&cq);
                 self.cq_pending.retain(|c| *c != cq);
                 Ok(ServiceReply::Done)
@@ -447,7 +463,7 @@ impl ShmService {
                 Ok(ServiceReply::Done)
             }
             Q::Fence => Ok(ServiceReply::Done),
-            Q::Snapshot => Ok(self.snapshot()),
+            Q::Snapshot => Ok(self.snapshot(engine)),
         }
     }
 
@@ -505,6 +521,9 @@ impl ShmService {
             None => None,
         };
         let (id, got) = engine.rnic_mut().create_qp(&attr)?;
+        // Its completions carry the client's handle, written once into the sub-ring
+        // (cannot fail: the QP was just created).
+        let _ = engine.rnic_mut().set_qp_completion_id(id, QpId(handle));
         let c = self.client(client)?;
         c.set_bell(sq.doorbell, Bell::Sq(id));
         if let Some(b) = rq_bit {
@@ -618,7 +637,7 @@ impl ShmService {
             .map(|(id, _)| *id)
             .collect();
         for cq in cqs {
-            match engine.rnic_mut().destroy_cq(cq) {
+            match self.destroy_engine_cq(engine, cq, client) {
                 Ok(()) => freed.cqs += 1,
                 Err(_) => freed.failed += 1,
             }
@@ -653,12 +672,20 @@ impl ShmService {
         Ok(ServiceReply::Detached(freed))
     }
 
-    fn snapshot(&self) -> ServiceReply {
+    fn snapshot(&self, engine: &Engine) -> ServiceReply {
         let clients = self
             .clients
             .values()
             .map(|c| {
                 let mut s = c.stats;
+                for (cq, _) in self.cqs.iter().filter(|(_, q)| q.client == c.id) {
+                    if let Some((written, full)) =
+                        engine.rnic().cq_sink::<RingSink>(*cq).map(RingSink::stats)
+                    {
+                        s.cqes += written;
+                        s.cq_ring_full += full;
+                    }
+                }
                 s.pds = c.pds.len() as u32;
                 s.stags = c.stags.len() as u32;
                 s.arenas = c.arenas.len() as u32;

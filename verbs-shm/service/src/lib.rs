@@ -29,33 +29,44 @@
 //!    decoded (`decode_send_wr` / `decode_recv_wr`), a FastReg's region (the client's
 //!    arena handle) translated through the client's arena map, and posted to the engine.
 //!    A decode error completes with `InvalidWqe` (opcode `Send` / `Recv`); an unknown
-//!    arena with `InvalidPd`; an engine refusal with the matching status. A ring left
-//!    non-empty stays pending. Corrupt ring indices: the QP goes to Error, its rings are
-//!    never served again, a `RingCorrupt` notice follows.
-//! 4. Completions: every engine CQ stays armed; on `Event::CqNotify` (claimed) and for
-//!    CQs on the CQ pending list, CQEs move into the client's CQ sub-ring of this core.
+//!    arena with `InvalidPd`; an engine refusal with the matching status (these error
+//!    completions go into the CQ's sink like the engine's, `Engine::push_completion`).
+//!    A ring left non-empty stays pending. Corrupt ring indices: the QP goes to Error,
+//!    its rings are never served again, a `RingCorrupt` notice follows.
+//! 4. Wake-ups the notice queue had no room for are retried (the CQ pending list).
+//!
+//! Completions do not wait for `poll`: each client CQ's engine CQ is created with a
+//! `RingSink` (`iwarp_rdma::cq::CqSink`, in `cq.rs`) over the client's CQ sub-ring of
+//! this core, so the engine encodes every completion once, straight into the slot the
+//! client polls, while it handles the frame (or verb) that completed the WR.
 //!
 //! # CQE convention (for the client library and C)
 //!
-//! - The `qp` field of a CQE slot carries the client's **QpHandle**, not the engine id;
+//! - The `qp` field of a CQE slot carries the client's **QpHandle**, not the engine id
+//!   (the engine QP is named so with `Rnic::set_qp_completion_id` at `CreateQp`);
 //!   [`NO_QP_HANDLE`] (`u32::MAX`) for an error completion of a malformed SRQ slot (it
-//!   goes to the recv CQ of the first QP created on that SRQ) or for a QP destroyed
-//!   before its CQEs were moved.
+//!   goes to the recv CQ of the first QP created on that SRQ).
 //! - A sub-ring of `entries` slots holds `entries - 1` completions: one slot stays free
 //!   for the [`CQE_FLAG_RING_MOVED`] marker (flags bit 7, no completion) that ends a
 //!   sub-ring replaced by `ResizeCq`; the consumer continues in the new sub-ring.
-//! - A service-made error CQE is ordered after the completions the engine had produced
+//!   `CreateCq` / `ResizeCq` refuse a sub-ring of fewer than `depth + 1` slots (the
+//!   sub-ring is the engine CQ).
+//! - A service-made error CQE is ordered after every completion the engine had written
 //!   when its slot was served; WRs still in flight may complete after it.
-//! - A full sub-ring leaves CQEs in the engine CQ (retried each poll; the CQ's
-//!   `overflows` word counts the polls that found it full).
-//! - After writing CQEs the service calls `CqControl::try_fire(solicited or error)`; the
-//!   winner queues a [`ServiceNotice::CqWake`].
+//! - A full sub-ring refuses the completion: the CQ overflows as in the verbs (async
+//!   "CQ Overflow Detected" for the CQ, the QP to Terminate with a CQ error); unread
+//!   slots are never overwritten; the CQ's `overflows` word counts refused completions.
+//!   A sub-ring whose consumer index the client broke refuses everything the same way,
+//!   and the control thread hears `RingCorrupt` instead of the overflow.
+//! - After writing a CQE the sink calls `CqControl::try_fire(solicited or error)` (the
+//!   only arm of a client CQ); the winner makes the engine emit `Event::CqNotify`, on
+//!   which the service queues a [`ServiceNotice::CqWake`].
 //!
 //! # Events
 //!
 //! `on_event` claims the CM events of connections of its clients (active opens it made,
 //! requests to ports a client listens on, accepted connections), async events of its QPs,
-//! CQs and SRQs, and `CqNotify` of its CQs. A connection request that cannot be notified
+//! CQs and SRQs, and `CqNotify` of its CQs (a client's arm fired: `CqWake`). A connection request that cannot be notified
 //! (queue or table full) is rejected at once.
 //!
 //! # Teardown

@@ -77,8 +77,9 @@ pub enum ServiceRequest {
         /// The engine PD.
         pd: PdId,
     },
-    /// Create this core's engine CQ of the client's CQ `cq` and its sub-ring `ring`.
-    /// Reply [`ServiceReply::Cq`].
+    /// Create this core's engine CQ of the client's CQ `cq`, whose completions are
+    /// written into its sub-ring `ring` (at least `depth + 1` entries: one is kept for a
+    /// resize marker). Reply [`ServiceReply::Cq`].
     CreateCq {
         /// The client.
         client: ClientId,
@@ -91,7 +92,7 @@ pub enum ServiceRequest {
         /// The CQ's control line (arm, events, overflows).
         control: CqControl,
     },
-    /// Resize: the engine CQ gets `depth`; completions continue in `ring`, the old
+    /// Resize: completions continue in `ring` (at least `depth + 1` entries), the old
     /// sub-ring ends with a [`CQE_FLAG_RING_MOVED`] slot. Reply [`ServiceReply::Cq`].
     ResizeCq {
         /// The client.
@@ -398,7 +399,7 @@ pub struct ClientSnapshot {
     pub wrs_rejected: u64,
     /// CQEs written to the client's CQ rings.
     pub cqes: u64,
-    /// Times a CQ ring was full (completions waited in the engine CQ).
+    /// Completions refused because a CQ ring was full (CQ overflow: the QP's CQ error).
     pub cq_ring_full: u64,
     /// Doorbell bits rung that name no ring.
     pub stray_doorbells: u64,
@@ -641,7 +642,9 @@ pub enum ServiceNotice {
         cq: u32,
     },
     /// A ring of the client broke the index protocol: its QP (or SRQ) was moved to
-    /// Error (a `QpFatal`-class async event follows for a QP).
+    /// Error (a `QpFatal`-class async event follows for a QP); for a CQ sub-ring, the
+    /// QPs completing into it go to Error with a CQ error as their completions are
+    /// refused.
     RingCorrupt {
         /// The client.
         client: ClientId,

@@ -4,13 +4,11 @@
 
 use iwarp_engine::Engine;
 use iwarp_shm_ring::{decode_recv_wr, decode_send_wr, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
-use iwarp_types::{
-    CqId, Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus,
-};
+use iwarp_types::{Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus};
 
 use crate::request::{AsyncObject, ServiceNotice};
 use crate::service::ShmService;
-use crate::tables::{Bell, PendingRing, STASH_MAX};
+use crate::tables::{Bell, PendingRing};
 
 /// The `qp` of an error completion that belongs to no QP (a malformed SRQ slot).
 pub const NO_QP_HANDLE: u32 = u32::MAX;
@@ -143,13 +141,9 @@ impl ShmService {
         self.pending.drain(..n);
     }
 
-    /// How many slots may be taken for a ring completing into `cq` (room for their
-    /// error completions in its stash).
-    fn room(&self, cq: Option<CqId>) -> usize {
-        let stash = cq
-            .and_then(|c| self.cqs.get(&c))
-            .map_or(0, |c| c.stash.len());
-        self.cfg.ring_burst.min(STASH_MAX.saturating_sub(stash))
+    /// Slots taken from one ring per visit.
+    fn burst(&self) -> usize {
+        self.cfg.ring_burst.max(1)
     }
 
     /// Serves a QP's SQ; true if slots are left.
@@ -161,10 +155,7 @@ impl ShmService {
             return false;
         }
         let (cq, handle, sig_all, client) = (q.send_cq, q.handle, q.sig_all, q.client);
-        let want = self.room(Some(cq));
-        if want == 0 {
-            return true;
-        }
+        let want = self.burst();
         let buf = &mut self.slots[..want * SEND_SLOT_SIZE];
         let Some(q) = self.qps.get_mut(&qp) else {
             return false;
@@ -206,7 +197,7 @@ impl ShmService {
                 Ok(()) => posted += 1,
                 Err(cqe) => {
                     rejected += 1;
-                    self.complete_error(engine, cq, cqe);
+                    self.complete_error(engine, cq, Some(qp), cqe);
                 }
             }
         }
@@ -239,10 +230,7 @@ impl ShmService {
             return false;
         }
         let (cq, handle, client) = (q.recv_cq, q.handle, q.client);
-        let want = self.room(Some(cq));
-        if want == 0 {
-            return true;
-        }
+        let want = self.burst();
         let buf = &mut self.slots[..want * RECV_SLOT_SIZE];
         let Some((rq, _)) = self.qps.get_mut(&qp).and_then(|q| q.rq.as_mut()) else {
             return false;
@@ -274,7 +262,7 @@ impl ShmService {
                 Ok(()) => posted += 1,
                 Err(cqe) => {
                     rejected += 1;
-                    self.complete_error(engine, cq, cqe);
+                    self.complete_error(engine, cq, Some(qp), cqe);
                 }
             }
         }
@@ -291,10 +279,7 @@ impl ShmService {
             return false;
         }
         let (cq, client) = (s.err_cq, s.client);
-        let want = self.room(cq);
-        if want == 0 {
-            return true;
-        }
+        let want = self.burst();
         let buf = &mut self.slots[..want * RECV_SLOT_SIZE];
         let Some(s) = self.srqs.get_mut(&srq) else {
             return false;
@@ -334,7 +319,7 @@ impl ShmService {
                 Err(cqe) => {
                     rejected += 1;
                     if let Some(cq) = cq {
-                        self.complete_error(engine, cq, cqe);
+                        self.complete_error(engine, cq, None, cqe);
                     }
                 }
             }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use iwarp_engine::{Engine, Event};
 use iwarp_runtime::App;
-use iwarp_types::{ConnId, CqId, Cqe, Instant, Memory, QpId, SrqId};
+use iwarp_types::{ConnId, CqId, Instant, Memory, QpId, SrqId};
 
 use crate::handle::{ServiceHandle, Shared, NO_REPLY};
 use crate::request::{ClientId, ServiceCounters, ServiceNotice};
@@ -29,8 +29,6 @@ pub struct ServiceConfig {
     pub ring_burst: usize,
     /// Rings served per `poll` from the pending list (doorbells are always taken).
     pub rings_per_poll: usize,
-    /// CQEs moved from one engine CQ per visit.
-    pub cqe_burst: usize,
     /// Control requests handled per `poll`.
     pub requests_per_poll: usize,
     /// Local ports of active opens: `None` takes any free port (one core).
@@ -56,7 +54,6 @@ impl Default for ServiceConfig {
             max_conns: 16384,
             ring_burst: 32,
             rings_per_poll: 256,
-            cqe_burst: 64,
             requests_per_poll: 8,
             port_filter: None,
         }
@@ -78,12 +75,10 @@ pub struct ShmService {
     pub(crate) listeners: HashMap<u16, (ClientId, u32)>,
     /// Rings with slots left over (each at most once: the entry's `pending` flag).
     pub(crate) pending: Vec<PendingRing>,
-    /// CQs with engine CQEs, a stash or a wake-up left over (each at most once).
+    /// CQs with a wake-up left over (each at most once).
     pub(crate) cq_pending: Vec<CqId>,
     /// Scratch: slots popped from a ring.
     pub(crate) slots: Vec<u8>,
-    /// Scratch: CQEs polled from an engine CQ.
-    pub(crate) cqes: Vec<Cqe>,
     pub(crate) counters: ServiceCounters,
     pub(crate) shutting_down: bool,
 }
@@ -114,18 +109,6 @@ pub fn service_channel_with(
         pending: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
         cq_pending: Vec::with_capacity(cfg.max_objects.min(1024)),
         slots: vec![0; burst * iwarp_shm_ring::SEND_SLOT_SIZE],
-        cqes: vec![
-            Cqe {
-                wr_id: 0,
-                status: iwarp_types::WcStatus::Success,
-                opcode: iwarp_types::WcOpcode::Send,
-                byte_len: 0,
-                qp: QpId(0),
-                invalidated: None,
-                solicited: false,
-            };
-            cfg.cqe_burst.max(1)
-        ],
         counters: ServiceCounters::default(),
         shutting_down: false,
         cfg,
@@ -192,7 +175,7 @@ impl<M: Memory> App<M> for ShmService {
         self.take_doorbells();
         self.serve_pending(engine);
         self.serve_requests(now, engine, mem);
-        self.serve_cq_pending(engine);
+        self.serve_cq_pending();
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

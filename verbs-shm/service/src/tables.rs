@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use iwarp_shm_ring::{Consumer, CqControl, DoorbellBlock, DoorbellSet, Producer, DOORBELL_BITS};
-use iwarp_types::{ConnId, CqId, Cqe, PdId, QpId, RegionId, SrqId, Stag};
+use iwarp_shm_ring::{Consumer, DoorbellBlock, DoorbellSet, DOORBELL_BITS};
+use iwarp_types::{ConnId, CqId, PdId, QpId, RegionId, SrqId, Stag};
 
 use crate::request::{ClientId, ClientSnapshot};
 
@@ -104,26 +104,16 @@ pub(crate) struct SrqEntry {
     pub(crate) broken: bool,
 }
 
-/// A CQ of a client (this core's engine CQ and sub-ring).
+/// A CQ of a client: this core's engine CQ, whose sink ([`crate::cq::RingSink`], owned
+/// by the engine) writes the client's sub-ring.
 pub(crate) struct CqEntry {
     pub(crate) client: ClientId,
     pub(crate) handle: u32,
-    pub(crate) ring: Producer,
-    pub(crate) control: CqControl,
-    /// Error completions made by the service, waiting for room in the ring (they go
-    /// before further engine CQEs). At most [`STASH_MAX`].
-    pub(crate) stash: Vec<Cqe>,
-    /// In the CQ pending list (engine CQEs or stash left over).
+    /// In the CQ pending list (a wake-up to retry).
     pub(crate) pending: bool,
     /// A wake-up could not be queued: retry.
     pub(crate) wake_pending: bool,
-    /// The client broke the ring's consumer index: not fed any more.
-    pub(crate) broken: bool,
 }
-
-/// Error completions a CQ holds at most while its ring is full; a ring is not drained
-/// while a CQ it completes into is at this bound.
-pub(crate) const STASH_MAX: usize = 64;
 
 /// A connection being set up (requested by a peer, or our active open) or up.
 #[derive(Clone, Copy, Debug)]

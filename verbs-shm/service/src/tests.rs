@@ -34,6 +34,7 @@ struct Side {
     stag: Stag,
     cq: CqId,
     cq_ring: Consumer,
+    cq_region: Region,
     cq_control: CqControl,
     qp: QpId,
     sq: Producer,
@@ -73,7 +74,9 @@ impl Side {
         let doorbells = DoorbellBlock::new(Region::alloc(DOORBELL_BLOCK_BYTES)).unwrap();
         let cq_control = CqControl::new(Region::alloc(64)).unwrap();
         let lay = |l: Result<RingLayout, _>| l.unwrap();
-        let cq_lay = lay(RingLayout::completion_queue(64));
+        // The sub-ring is the CQ: depth 64 needs 65 slots (one kept for the resize
+        // marker), 128 as the control plane rounds it.
+        let cq_lay = lay(RingLayout::completion_queue(128));
         let cq_region = Region::alloc(cq_lay.total_bytes());
         let cq_ring = Consumer::init(cq_region.clone(), cq_lay).unwrap();
         let sq_lay = lay(RingLayout::send_queue(32));
@@ -96,6 +99,7 @@ impl Side {
             stag: Stag(0),
             cq: CqId(0),
             cq_ring,
+            cq_region: cq_region.clone(),
             cq_control: cq_control.clone(),
             qp: QpId(0),
             sq,
@@ -145,7 +149,7 @@ impl Side {
                 depth: 64,
                 ring: RingSpec {
                     region: cq_region,
-                    entries: 64,
+                    entries: 128,
                 },
                 control: cq_control,
             })
@@ -408,6 +412,12 @@ fn send_and_write_complete_into_the_client_ring() {
     assert_eq!(got_b[0].qp, QpId(QP_HANDLE));
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"hello");
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x800..0x805], b"world");
+    // The CQEs are in the ring as soon as the engine made them (while it handled the
+    // frame); the wake-up follows when the engine's events are drained (the next turn
+    // here, later in the same loop iteration in the daemon). A few turns more: still one.
+    for _ in 0..3 {
+        w.step();
+    }
     // The armed CQ fired exactly once.
     let wakes =
         w.a.notices
@@ -651,4 +661,156 @@ fn reg_mr_at_replicates_the_stag_of_another_core() {
         other => panic!("{other:?}"),
     }
     let _ = &mut a;
+}
+
+/// Posts `n` signaled 8-byte WRITEs from A in chunks of 16, stepping after each chunk
+/// until it completed (A's client does not poll its CQ).
+fn write_signaled(w: &mut World, n: u64) {
+    let (stag_a, stag_b) = (w.a.stag, w.b.stag);
+    for chunk in 0..n.div_ceil(16) {
+        for i in chunk * 16..((chunk + 1) * 16).min(n) {
+            w.a.sq
+                .push(&encode_send_wr(&SendWr {
+                    wr_id: i,
+                    op: SendOp::Write {
+                        remote_to: 0,
+                        rkey: stag_b,
+                    },
+                    sgl: sgl(0, 8, stag_a),
+                    flags: SendFlags::SIGNALED,
+                }))
+                .unwrap();
+        }
+        w.a.doorbells.ring(SQ_BIT);
+        for _ in 0..30 {
+            w.step();
+        }
+    }
+}
+
+fn async_notice(s: &Side, object: AsyncObject, kind: iwarp_types::AsyncEventKind) -> usize {
+    s.notices
+        .iter()
+        .filter(|n| {
+            matches!(n, ServiceNotice::Async { client: 1, object: o, kind: k }
+                if *o == object && *k == kind)
+        })
+        .count()
+}
+
+#[test]
+fn a_full_cq_ring_is_a_cq_overflow_never_an_overwrite() {
+    let mut w = World::new();
+    w.connect();
+    // 128 slots hold 127 completions (one slot is kept for a resize marker).
+    write_signaled(&mut w, 144);
+    let got = w.a.cqes();
+    assert_eq!(got.len(), 127);
+    for (i, c) in got.iter().enumerate() {
+        assert_eq!((c.wr_id, c.status), (i as u64, WcStatus::Success), "{c:?}");
+        assert_eq!(c.qp, QpId(QP_HANDLE));
+    }
+    assert!(w.a.cq_control.overflows() >= 1);
+    use iwarp_types::AsyncEventKind as K;
+    assert_eq!(async_notice(&w.a, AsyncObject::Cq(9), K::CqOverflow), 1);
+    assert_eq!(
+        async_notice(&w.a, AsyncObject::Qp(QP_HANDLE), K::CqError),
+        1
+    );
+    assert_ne!(qp_state(&mut w.a), QpState::Rts);
+    let ServiceReply::Snapshot { clients, counters } = w.a.call(ServiceRequest::Snapshot).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(clients[0].cqes, 127);
+    assert!(clients[0].cq_ring_full >= 1);
+    assert_eq!(counters.rings_corrupt, 0);
+}
+
+#[test]
+fn a_broken_cq_consumer_index_is_a_ring_corrupt_notice() {
+    let mut w = World::new();
+    w.connect();
+    // The client scribbles on its CQ ring's consumer index.
+    let at = core::mem::offset_of!(iwarp_shm_ring::RingHeader, consumer_index);
+    assert!(w.a.cq_region.store_u64(at, 1_000_000_007));
+    write_signaled(&mut w, 144);
+    let corrupt =
+        w.a.notices
+            .iter()
+            .filter(|n| {
+                matches!(
+                    n,
+                    ServiceNotice::RingCorrupt {
+                        client: 1,
+                        object: AsyncObject::Cq(9)
+                    }
+                )
+            })
+            .count();
+    assert_eq!(corrupt, 1);
+    use iwarp_types::AsyncEventKind as K;
+    assert_eq!(async_notice(&w.a, AsyncObject::Cq(9), K::CqOverflow), 0);
+    assert_ne!(qp_state(&mut w.a), QpState::Rts);
+    let ServiceReply::Snapshot { counters, .. } = w.a.call(ServiceRequest::Snapshot).unwrap()
+    else {
+        panic!()
+    };
+    assert_eq!(counters.rings_corrupt, 1);
+    // The daemon side keeps working: the other side's ring is untouched.
+    let _ = w.b.cqes();
+}
+
+#[test]
+fn resize_ends_the_old_sub_ring_with_a_marker() {
+    let mut w = World::new();
+    w.connect();
+    write_signaled(&mut w, 3);
+    let lay = RingLayout::completion_queue(256).unwrap();
+    let region = Region::alloc(lay.total_bytes());
+    let mut new_ring = Consumer::init(region.clone(), lay).unwrap();
+    let cq = w.a.cq;
+    let r = w.a.call(ServiceRequest::ResizeCq {
+        client: 1,
+        cq,
+        depth: 200,
+        ring: RingSpec {
+            region: region.clone(),
+            entries: 256,
+        },
+    });
+    assert!(
+        matches!(r, Ok(ServiceReply::Cq { depth: 255, .. })),
+        "{r:?}"
+    );
+    // Too small a ring for the depth: refused, nothing moves.
+    let small = Region::alloc(lay.total_bytes());
+    let _ = Consumer::init(small.clone(), lay).unwrap();
+    let r = w.a.call(ServiceRequest::ResizeCq {
+        client: 1,
+        cq,
+        depth: 256,
+        ring: RingSpec {
+            region: small,
+            entries: 256,
+        },
+    });
+    assert!(matches!(r, Err(ServiceError::Invalid(_))), "{r:?}");
+    write_signaled(&mut w, 2);
+    let mut b = [0u8; CQE_SLOT_SIZE];
+    let mut old = Vec::new();
+    while w.a.cq_ring.pop(&mut b).unwrap() {
+        old.push(b);
+    }
+    assert_eq!(old.len(), 4);
+    for (i, slot) in old[..3].iter().enumerate() {
+        assert_eq!(decode_cqe(slot).unwrap().wr_id, i as u64);
+    }
+    assert_eq!(old[3][22], CQE_FLAG_RING_MOVED);
+    let mut new = Vec::new();
+    while new_ring.pop(&mut b).unwrap() {
+        new.push(decode_cqe(&b).unwrap().wr_id);
+    }
+    // `write_signaled` numbers from 0 again.
+    assert_eq!(new, [0, 1]);
 }

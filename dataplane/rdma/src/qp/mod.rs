@@ -105,6 +105,9 @@ pub(crate) enum TermCause {
 /// A queue pair.
 pub(crate) struct Qp {
     pub id: QpId,
+    /// What its completions carry in `Cqe::qp` (its id unless the owner named it
+    /// otherwise, [`Rnic::set_qp_completion_id`](crate::Rnic::set_qp_completion_id)).
+    pub cqe_qp: QpId,
     pub attr: QpAttr,
     pub state: QpState,
     pub conn: Option<ConnId>,
@@ -174,6 +177,7 @@ impl Qp {
         let irq_cap = max_ird.max(1) as usize;
         Qp {
             id,
+            cqe_qp: id,
             attr,
             state: QpState::Idle,
             conn: None,

@@ -232,7 +232,7 @@ impl Qp {
             status: WcStatus::Success,
             opcode: WcOpcode::Recv,
             byte_len: cur.received,
-            qp: self.id,
+            qp: self.cqe_qp,
             invalidated,
             solicited: h.opcode.is_solicited(),
         };

@@ -172,7 +172,7 @@ impl Qp {
     /// Marks WQE `seq` finished with `status`. An error completion is reported at once
     /// (verbs 6.2.4: it need not be at the head); successes wait for older WQEs.
     pub(crate) fn sq_finish(&mut self, ctx: &mut Ctx<'_>, seq: u64, status: WcStatus) {
-        let qp = self.id;
+        let qp = self.cqe_qp;
         let cq = self.attr.send_cq;
         let Some(e) = self.sq.get_mut(seq) else {
             return;
@@ -194,7 +194,7 @@ impl Qp {
                 break;
             };
             if !e.reported && (status != WcStatus::Success || e.signaled()) {
-                let cqe = sq_cqe(e, status, self.id);
+                let cqe = sq_cqe(e, status, self.cqe_qp);
                 ctx.complete(self.attr.send_cq, cqe);
             }
             self.sq.q.pop_front();
@@ -218,7 +218,7 @@ impl Qp {
                 _ if related == Some(e.seq) => WcStatus::RemoteTermination,
                 _ => WcStatus::Flushed,
             };
-            ctx.complete(self.attr.send_cq, sq_cqe(&e, status, self.id));
+            ctx.complete(self.attr.send_cq, sq_cqe(&e, status, self.cqe_qp));
         }
         self.sq.cursor = self.sq.next_seq;
         self.orq.clear();

@@ -178,7 +178,7 @@ impl Qp {
             status,
             opcode: WcOpcode::Recv,
             byte_len: 0,
-            qp: self.id,
+            qp: self.cqe_qp,
             invalidated: None,
             solicited: false,
         };

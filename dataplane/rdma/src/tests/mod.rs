@@ -7,5 +7,6 @@ mod nudge;
 mod order;
 mod pair;
 mod replica;
+mod sink;
 mod stag0;
 mod states;

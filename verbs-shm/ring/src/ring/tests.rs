@@ -54,6 +54,32 @@ fn fifo_full_empty_and_wrap() {
 }
 
 #[test]
+fn push_keeping_leaves_room_for_the_producers_own_slot() {
+    let (mut p, mut c, region) = pair(4);
+    for i in 0..3 {
+        p.push_keeping(&slot(i), 1).unwrap();
+    }
+    assert_eq!(p.push_keeping(&slot(3), 1), Err(RingError::Full));
+    // The kept slot is there for a plain push.
+    p.push(&slot(99)).unwrap();
+    assert_eq!(p.push(&slot(100)), Err(RingError::Full));
+    let mut out = [0u8; 16];
+    assert_eq!(c.pop(&mut out), Ok(true));
+    assert_eq!(out, slot(0));
+    // One slot read: room for one kept push only if a slot stays free after it.
+    assert_eq!(p.push_keeping(&slot(3), 1), Err(RingError::Full));
+    assert_eq!(c.pop(&mut out), Ok(true));
+    p.push_keeping(&slot(3), 1).unwrap();
+    assert_eq!(p.push_keeping(&slot(4), 4), Err(RingError::Full));
+    // A broken consumer index is found by the re-read, not trusted.
+    set_index(&region, CONSUMER_INDEX_OFFSET, 1000);
+    assert!(matches!(
+        p.push_keeping(&slot(5), 1),
+        Err(RingError::Corrupt { .. })
+    ));
+}
+
+#[test]
 fn bursts_are_partial_when_space_is_short() {
     let (mut p, mut c, _r) = pair(8);
     let mut slots = Vec::new();
