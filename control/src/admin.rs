@@ -110,10 +110,7 @@ impl<C: CoreLink> ControlServer<C> {
             return Err(err(ErrorCode::NoSuchObject, format!("no client {target}")));
         };
         let (name, pid) = (c.name.clone(), c.cred.pid);
-        if let Some(a) = &c.area {
-            a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
-        }
-        c.chan.shutdown();
+        c.end_session();
         self.drop_client(target);
         Ok(format!(
             "client {target} ({name:?}, pid {pid}) disconnected; its objects are freed"

@@ -185,6 +185,15 @@ pub struct Client {
 }
 
 impl Client {
+    /// Ends the session from the daemon's side: the ring area says the daemon is gone
+    /// (every post and poll answers DaemonGone) and the socket closes. Teardown follows.
+    pub fn end_session(&self) {
+        if let Some(a) = &self.area {
+            a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
+        }
+        self.chan.shutdown();
+    }
+
     /// A fresh client on `chan`.
     pub fn new(
         id: u32,

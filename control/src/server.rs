@@ -682,11 +682,8 @@ impl<C: CoreLink> ControlServer<C> {
         self.listener = None;
         let _ = std::fs::remove_file(&self.ctx.cfg.socket);
         for c in self.clients.values() {
-            if let Some(a) = &c.area {
-                a.view.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
-            }
             let _ = c.chan.send(&ServerMsg::Event(Event::Shutdown), &[]);
-            c.chan.shutdown();
+            c.end_session();
         }
         self.close_connections(Instant::now() + self.ctx.cfg.shutdown_grace);
         let ids: Vec<u32> = self.clients.keys().copied().collect();

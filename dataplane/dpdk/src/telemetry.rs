@@ -51,13 +51,14 @@ pub fn register(cmd: &str, help: &str, source: Source) -> Result<(), DpdkError> 
 }
 
 /// The callback of every registered command: finds its source, fills `d` with a dict.
+/// A negative return (`-EINVAL`: unknown command, bad parameter) is an error to the client.
 unsafe extern "C" fn answer(
     cmd: *const c_char,
     params: *const c_char,
     d: *mut sys::rte_tel_data,
 ) -> c_int {
     if cmd.is_null() || d.is_null() {
-        return -libc_einval();
+        return -libc::EINVAL;
     }
     // SAFETY: DPDK passes the NUL-terminated command it matched, valid for the call.
     let name = unsafe { CStr::from_ptr(cmd) }
@@ -78,11 +79,11 @@ unsafe extern "C" fn answer(
         Err(_) => None,
     };
     let Some(source) = source else {
-        return -libc_einval();
+        return -libc::EINVAL;
     };
     let values = match source(param.as_deref().filter(|p| !p.is_empty())) {
         Ok(v) => v,
-        Err(_) => return -libc_einval(),
+        Err(_) => return -libc::EINVAL,
     };
     // SAFETY: `d` is the container DPDK gives this request, valid for the call.
     unsafe { sys::rte_tel_data_start_dict(d) };
@@ -97,9 +98,4 @@ unsafe extern "C" fn answer(
         unsafe { sys::rte_tel_data_add_dict_u64(d, k.as_ptr(), v) };
     }
     0
-}
-
-/// EINVAL (the telemetry library answers a negative return with an error to the client).
-fn libc_einval() -> c_int {
-    22
 }
