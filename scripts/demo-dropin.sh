@@ -144,6 +144,37 @@ perftest_pair() {
   fi
 }
 
+# cm_pair NAME EXPECT SERVER_CMD... -- CLIENT_CMD...: the server on daemon A, the
+# client on daemon B (retried while the server is not listening yet: refused); both
+# exit 0 and the client's and the server's output each has EXPECT.
+cm_pair() {
+  local name=$1 expect=$2; shift 2
+  local srv_cmd=() cli_cmd=() crc=0 src=0
+  while [ "$1" != -- ]; do srv_cmd+=("$1"); shift; done
+  shift
+  cli_cmd=("$@")
+  echo "== $name: ${srv_cmd[*]} on daemon A, ${cli_cmd[*]} on daemon B"
+  IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "${srv_cmd[@]}" \
+    > "$tmp/$name-server.log" 2>&1 &
+  local srv=$!
+  for _ in $(seq 20); do
+    sleep 0.5 # the server listens
+    crc=0
+    IWARP_VERBS_DIR=$tmp/b timeout 60 scripts/iwarp-run "${cli_cmd[@]}" \
+      > "$tmp/$name-client.log" 2>&1 || crc=$?
+    [ "$crc" -ne 0 ] && grep -qE 'REJECTED|refused' "$tmp/$name-client.log" || break
+  done
+  wait "$srv" || src=$?
+  tail -n 3 "$tmp/$name-client.log"
+  if [ "$crc" -eq 0 ] && [ "$src" -eq 0 ] && grep -q "$expect" "$tmp/$name-client.log" \
+    && grep -q "$expect" "$tmp/$name-server.log"; then
+    pass "$name"
+  else
+    tail -n 30 "$tmp/$name-client.log" "$tmp/$name-server.log"
+    fail "$name (client rc=$crc, server rc=$src)"
+  fi
+}
+
 check ibv_devices ibv_devices
 check ibv_devinfo ibv_devinfo -v
 rping_pair rping 7174
@@ -155,6 +186,13 @@ perftest_pair ib_read_bw 18519 ib_read_bw
 perftest_pair ib_send_lat 18520 ib_send_lat
 perftest_pair ib_write_lat 18521 ib_write_lat
 perftest_pair ib_read_lat 18522 ib_read_lat
+# Synchronous endpoints (rdma_create_ep, rdma_get_request, rdma_verbs.h's helpers).
+cm_pair rdma_server-client 'end 0' rdma_server -p 7471 -- rdma_client -s 198.18.0.1 -p 7471
+# ucmatose: 4 connections, 100 messages of 4 KiB each way on each; then with every id
+# moved to a new event channel once connected (rdma_migrate_id, -m).
+cm_pair ucmatose 'return status 0' ucmatose -p 7472 -c 4 -C 100 -S 4096 \
+  -- ucmatose -s 198.18.0.1 -p 7472 -c 4 -C 100 -S 4096
+cm_pair ucmatose-migrate 'return status 0' ucmatose -p 7473 -m -- ucmatose -s 198.18.0.1 -p 7473 -m
 # Every size from 2 bytes to 8 MiB (-a), a few iterations each.
 PERFTEST_ITERS=5 perftest_pair ib_write_bw-all 18523 ib_write_bw -a
 

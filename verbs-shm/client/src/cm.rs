@@ -5,7 +5,7 @@
 
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::os::fd::{AsFd, BorrowedFd};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use iwarp_shm_socket::{Addr, CmEvent, CmIdHandle, ConnParam, Request, Response};
@@ -61,7 +61,7 @@ impl CmEventChannel {
             CmEvent::ConnectRequest { id: new, .. } => Some(CmId {
                 ctx: self.ctx.clone(),
                 handle: *new,
-                queue: self.queue.clone(),
+                queue: Mutex::new(self.queue.clone()),
                 live: true,
             }),
             _ => None,
@@ -121,7 +121,8 @@ impl From<SocketAddrV4> for ListenAddr {
 pub struct CmId {
     ctx: Arc<CtxInner>,
     handle: CmIdHandle,
-    queue: Arc<EventQueue<CmRaw>>,
+    /// The channel's queue its events go to (changed by [`CmId::migrate`]).
+    queue: Mutex<Arc<EventQueue<CmRaw>>>,
     live: bool,
 }
 
@@ -153,7 +154,7 @@ impl CmId {
         let id = CmId {
             ctx: ctx.clone(),
             handle,
-            queue: channel.queue.clone(),
+            queue: Mutex::new(channel.queue.clone()),
             live: true,
         };
         ctx.conn.shared.route_cm(handle, &channel.queue)?;
@@ -163,6 +164,27 @@ impl CmId {
     /// The daemon's handle.
     pub fn handle(&self) -> CmIdHandle {
         self.handle
+    }
+
+    /// Moves the id to `channel` (`rdma_migrate_id`): its later events arrive there, and
+    /// the ones queued for it on its old channel and not yet read move there, in order.
+    /// Both channels must be of the id's context.
+    pub fn migrate(&self, channel: &CmEventChannel) -> Result<()> {
+        if !Arc::ptr_eq(&self.ctx, &channel.ctx) {
+            return Err(Error::invalid(
+                "the channel belongs to another context than the CM id",
+            ));
+        }
+        let mut q = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if Arc::ptr_eq(&q, &channel.queue) {
+            return Ok(());
+        }
+        self.ctx
+            .conn
+            .shared
+            .reroute_cm(self.handle, &q, &channel.queue)?;
+        *q = channel.queue.clone();
+        Ok(())
     }
 
     /// Listens (`rdma_bind_addr` + `rdma_listen`) on a port (every address) or an

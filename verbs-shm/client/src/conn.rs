@@ -129,6 +129,27 @@ impl ConnShared {
         Ok(())
     }
 
+    /// CM id `id` moves to channel `to` (`rdma_migrate_id`): its later events go there,
+    /// and the ones queued for it on `from` and not yet read move there, in order.
+    pub(crate) fn reroute_cm(
+        &self,
+        id: CmIdHandle,
+        from: &EventQueue<CmRaw>,
+        to: &Arc<EventQueue<CmRaw>>,
+    ) -> Result<()> {
+        let mut r = lock(&self.cm_routes);
+        let Some(route) = r.get_mut(&id) else {
+            return Err(Error::invalid("CM id not known"));
+        };
+        *route = to.clone();
+        for e in from.take_where(|(h, _)| *h == id) {
+            if !to.push(e) {
+                self.ignored.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Ok(())
+    }
+
     /// CM id `id` is destroyed: its events are dropped from now on.
     pub(crate) fn unroute_cm(&self, id: CmIdHandle) {
         lock(&self.cm_routes).remove(&id);
@@ -137,22 +158,20 @@ impl ConnShared {
     fn dispatch(&self, ev: Event) {
         match ev {
             Event::Cm { id, event } => {
-                let q = {
-                    let mut r = lock(&self.cm_routes);
-                    let q = r.get(&id).cloned();
-                    // A request's new id reports to its listener's channel.
-                    if let (Some(q), CmEvent::ConnectRequest { id: new, .. }) = (&q, &event) {
-                        if r.len() < MAX_CM_ROUTES {
-                            r.insert(*new, q.clone());
-                        }
+                // Pushed under the routes lock: a migration (`reroute_cm`) sees every
+                // event of the id either queued on the old channel or routed to the new.
+                let mut r = lock(&self.cm_routes);
+                let q = r.get(&id).cloned();
+                // A request's new id reports to its listener's channel.
+                if let (Some(q), CmEvent::ConnectRequest { id: new, .. }) = (&q, &event) {
+                    if r.len() < MAX_CM_ROUTES {
+                        r.insert(*new, q.clone());
                     }
-                    q
-                };
-                match q {
-                    Some(q) if q.push((id, event)) => {}
-                    _ => {
-                        self.ignored.fetch_add(1, Ordering::Relaxed);
-                    }
+                }
+                let queued = q.is_some_and(|q| q.push((id, event)));
+                drop(r);
+                if !queued {
+                    self.ignored.fetch_add(1, Ordering::Relaxed);
                 }
             }
             Event::Async(a) => {

@@ -117,6 +117,31 @@ impl<T> EventQueue<T> {
         self.cond.notify_all();
     }
 
+    /// Removes and returns the queued events `f` selects, in order (the others stay).
+    pub(crate) fn take_where(&self, mut f: impl FnMut(&T) -> bool) -> Vec<T> {
+        let mut s = self.lock();
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(s.items.len());
+        for item in s.items.drain(..) {
+            if f(&item) {
+                taken.push(item);
+            } else {
+                kept.push_back(item);
+            }
+        }
+        s.items = kept;
+        if s.items.is_empty() && !s.gone {
+            self.fd.drain();
+        }
+        taken
+    }
+
+    /// Events queued now.
+    #[cfg(test)]
+    pub(crate) fn lock_len(&self) -> usize {
+        self.lock().items.len()
+    }
+
     /// Events dropped because the queue was full.
     #[cfg(test)]
     pub(crate) fn dropped(&self) -> u64 {

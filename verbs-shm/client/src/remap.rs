@@ -89,9 +89,26 @@ impl Drop for Remapped {
 
 fn not_remappable(why: String) -> Error {
     Error::invalid(format!(
-        "{why}: reg_user_mr remaps only private anonymous read-write memory (malloc, \
-         Vec, anonymous mmap, stack); allocate registered memory with alloc_arena instead"
+        "{why}: reg_user_mr remaps only private read-write memory (malloc, Vec, anonymous \
+         or private file mmap, stack, a program's data and bss); allocate registered memory \
+         with alloc_arena instead"
     ))
+}
+
+/// `statfs` magic of hugetlbfs (linux/magic.h).
+const HUGETLBFS_MAGIC: i64 = 0x9584_58f6;
+
+/// A private read-write mapping of file `path` can be remapped: its writes never reach
+/// the file, so a private copy at the same addresses is the same memory to the process
+/// (a program's `.data` and the page `.bss` starts in, `MAP_PRIVATE` file mappings).
+/// Not on hugetlbfs (huge pages cannot be remapped in 4 KiB parts), nor a file that is
+/// gone (`/anon_hugepage (deleted)`, the anonymous huge pages, among them).
+// `f_type`'s C type differs between architectures (c_long here).
+#[allow(clippy::unnecessary_cast)]
+fn private_file_remappable(path: &str) -> bool {
+    path.starts_with('/')
+        && !path.ends_with("(deleted)")
+        && rustix::fs::statfs(path).is_ok_and(|st| st.f_type as i64 != HUGETLBFS_MAGIC)
 }
 
 /// What a mapping in `/proc/self/maps` is, for remapping.
@@ -99,6 +116,8 @@ fn not_remappable(why: String) -> Error {
 enum MapKind {
     /// Private, anonymous, read-write: can be remapped.
     PrivateAnon,
+    /// Private, read-write, of a file (not on hugetlbfs): can be remapped.
+    PrivateFile,
     /// One of our memfds no registration uses any more: can be remapped.
     Ours,
     /// Anything else.
@@ -120,6 +139,8 @@ fn parse_maps_line(line: &str) -> Option<(usize, usize, MapKind)> {
     let rw = perms.len() >= 4 && perms[0] == b'r' && perms[1] == b'w';
     let kind = if rw && perms[3] == b'p' && inode == "0" {
         MapKind::PrivateAnon
+    } else if rw && perms[3] == b'p' && private_file_remappable(path) {
+        MapKind::PrivateFile
     } else if rw && perms[3] == b's' && path.strip_prefix("/memfd:") == Some(MEMFD_NAME) {
         MapKind::Ours
     } else {
@@ -142,7 +163,7 @@ fn check_remappable(start: usize, end: usize) -> Result<()> {
         }
         if kind == MapKind::Other {
             return Err(not_remappable(format!(
-                "the pages at {a:#x}..{b:#x} are shared, file-backed or not read-write"
+                "the pages at {a:#x}..{b:#x} are shared, huge pages or not read-write"
             )));
         }
         covered = b;
@@ -473,6 +494,31 @@ mod tests {
         assert_shared(&bottom, p, PAGE, 2);
     }
 
+    /// A program's initialised data (`.data`: a private mapping of the executable, as
+    /// rdma_client's static message buffers) is registered in place, contents kept.
+    #[test]
+    fn a_programs_static_data_is_registered_in_place() {
+        #[repr(align(4096))]
+        #[allow(dead_code)] // read through the raw pointer only
+        struct Pages([u8; 2 * PAGE]);
+        static mut DATA: Pages = Pages([0x5a; 2 * PAGE]);
+        let _serial = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
+        let p = (&raw mut DATA).cast::<u8>();
+        let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+        let line = maps
+            .lines()
+            .find(|l| {
+                parse_maps_line(l).is_some_and(|(a, b, _)| a <= p as usize && (p as usize) < b)
+            })
+            .unwrap();
+        assert!(line.contains(" rw-p ") && !line.ends_with(" 0 "), "{line}");
+        // SAFETY: only this test (serialised) touches DATA, whose pages hold nothing else.
+        let r = unsafe { remap_in_place(p.wrapping_add(100), PAGE) }.unwrap();
+        // SAFETY: as above.
+        assert!((0..2 * PAGE).all(|k| unsafe { *p.add(k) } == 0x5a));
+        assert_shared(&r, p.wrapping_add(100), PAGE, 13);
+    }
+
     #[test]
     fn stack_memory_is_registered_in_place() {
         let _serial = TEST_LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -515,6 +561,20 @@ mod tests {
         assert_eq!(parse_maps_line(l).map(|x| x.2), Some(Ours));
         let l = "7f00aa000000-7f00aa021000 r--p 00000000 08:01 99 /usr/lib/libc.so";
         assert_eq!(parse_maps_line(l).map(|x| x.2), Some(Other));
+        // A program's writable data: private, of a file that exists.
+        let exe = std::env::current_exe().unwrap();
+        let l = format!(
+            "55d0c0a00000-55d0c0a01000 rw-p 00002000 08:01 99 {}",
+            exe.display()
+        );
+        assert_eq!(parse_maps_line(&l).map(|x| x.2), Some(PrivateFile));
+        let l = "7f00aa000000-7f00aa200000 rw-p 00000000 00:0f 4242 /anon_hugepage (deleted)";
+        assert_eq!(parse_maps_line(l).map(|x| x.2), Some(Other));
+        let l = format!(
+            "55d0c0a00000-55d0c0a01000 rw-s 00002000 08:01 99 {}",
+            exe.display()
+        );
+        assert_eq!(parse_maps_line(&l).map(|x| x.2), Some(Other));
         assert_eq!(parse_maps_line("garbage"), None);
     }
 }

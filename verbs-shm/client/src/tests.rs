@@ -404,6 +404,59 @@ fn events_reach_their_queues() {
     assert!(d.saw_destroy_cm_id(new));
 }
 
+/// `CmId::migrate` (`rdma_migrate_id`): the events queued for the id and not yet read
+/// move to the new channel in order, later ones go there, other ids' events stay.
+#[test]
+fn a_migrated_id_takes_its_unread_events_along() {
+    let (d, ctx) = FakeDaemon::start(1);
+    let old = ctx.create_cm_event_channel().unwrap();
+    let new = ctx.create_cm_event_channel().unwrap();
+    let moving = old.create_id().unwrap();
+    let staying = old.create_id().unwrap();
+    for (id, event) in [
+        (moving.handle(), CmEvent::Disconnected),
+        (staying.handle(), CmEvent::Disconnected),
+        (moving.handle(), CmEvent::DeviceRemoval),
+    ] {
+        d.send_event(Event::Cm { id, event });
+    }
+    // All three arrived (the last one on the old channel) before the move.
+    let end = std::time::Instant::now() + Duration::from_secs(2);
+    while old.queue.lock_len() < 3 && std::time::Instant::now() < end {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    moving.migrate(&new).unwrap();
+    moving.migrate(&new).unwrap(); // to its own channel: nothing to do
+    d.send_event(Event::Cm {
+        id: moving.handle(),
+        event: CmEvent::Disconnected,
+    });
+    let got: Vec<CmEvent> = (0..3)
+        .map(|_| new.get_event_timeout(Duration::from_secs(2)).unwrap())
+        .inspect(|e| assert_eq!(e.id, moving.handle()))
+        .map(|e| e.event)
+        .collect();
+    assert_eq!(
+        got,
+        [
+            CmEvent::Disconnected,
+            CmEvent::DeviceRemoval,
+            CmEvent::Disconnected
+        ]
+    );
+    let ev = old.try_get_event().unwrap();
+    assert_eq!(ev.id, staying.handle());
+    assert!(matches!(old.try_get_event(), Err(Error::WouldBlock)));
+    assert!(!readable(old.as_fd()));
+    // A channel of another context is refused.
+    let (_d2, ctx2) = FakeDaemon::start(1);
+    let foreign = ctx2.create_cm_event_channel().unwrap();
+    assert!(matches!(
+        moving.migrate(&foreign),
+        Err(Error::InvalidArgument(_))
+    ));
+}
+
 #[test]
 fn open_path_without_daemon_names_the_path() {
     let e = Context::open_path(std::path::Path::new("/nonexistent/iwarpd.verbs")).unwrap_err();

@@ -58,6 +58,25 @@ pub(crate) fn cm_devices() -> &'static [usize] {
     })
 }
 
+/// The PD of each CM device (allocated on first use, kept for the life of the process
+/// as librdmacm's): `id->pd` once an id has its device, and what `rdma_create_qp` uses
+/// when given no PD.
+static DEVICE_PDS: Mutex<Vec<(usize, usize)>> = Mutex::new(Vec::new());
+
+/// The PD of device `ctx` (NULL with errno set if it cannot be allocated).
+pub(crate) fn device_pd(ctx: *mut sys::ibv_context) -> *mut sys::ibv_pd {
+    let mut pds = DEVICE_PDS.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, pd)) = pds.iter().find(|(c, _)| *c == ctx as usize) {
+        return *pd as *mut sys::ibv_pd;
+    }
+    let pd = crate::pd::iwarp_ibv_alloc_pd(ctx);
+    // Bounded: one entry per CM device (`cm_devices`).
+    if !pd.is_null() && pds.len() < cm_devices().len() {
+        pds.push((ctx as usize, pd as usize));
+    }
+    pd
+}
+
 /// The device of a new channel: `IWARP_RDMA_DEVICE` by name, else the first.
 fn channel_device() -> Option<*mut sys::ibv_context> {
     let want = std::env::var("IWARP_RDMA_DEVICE")
@@ -97,8 +116,6 @@ pub(crate) struct IwEventChannel {
     epoll: OwnedFd,
     made_fd: OwnedFd,
     pub(crate) state: Mutex<ChanState>,
-    /// The PD `rdma_create_qp` uses when given none (allocated on first use).
-    pub(crate) default_pd: OnceLock<usize>,
 }
 
 // SAFETY: the raw context pointer is to a context that lives for the process
@@ -116,6 +133,11 @@ impl Wrapped for IwEventChannel {
 }
 
 impl IwEventChannel {
+    /// The application's channel.
+    pub(crate) fn raw(&self) -> *mut sys::rdma_event_channel {
+        &self.ch as *const sys::rdma_event_channel as *mut sys::rdma_event_channel
+    }
+
     pub(crate) fn lock(&self) -> std::sync::MutexGuard<'_, ChanState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -131,6 +153,27 @@ impl IwEventChannel {
         // SAFETY: writing 8 bytes to our eventfd.
         unsafe { libc::write(self.made_fd.as_raw_fd(), (&one as *const u64).cast(), 8) };
         true
+    }
+
+    /// Takes the made events of id `id` (being migrated to another channel), in order.
+    pub(crate) fn take_made(&self, id: usize) -> Vec<MadeEvent> {
+        let mut s = self.lock();
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(s.made.len());
+        for m in s.made.drain(..) {
+            if m.id == id {
+                taken.push(m);
+            } else {
+                kept.push_back(m);
+            }
+        }
+        s.made = kept;
+        if s.made.is_empty() {
+            let mut v: u64 = 0;
+            // SAFETY: reading 8 bytes from our non-blocking eventfd resets it.
+            unsafe { libc::read(self.made_fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+        }
+        taken
     }
 
     fn pop_made(&self) -> Option<MadeEvent> {
@@ -205,7 +248,6 @@ pub extern "C" fn iwarp_rdma_create_event_channel() -> *mut sys::rdma_event_chan
         epoll,
         made_fd,
         state: Mutex::new(ChanState::default()),
-        default_pd: OnceLock::new(),
     })
 }
 
@@ -219,9 +261,6 @@ pub extern "C" fn iwarp_rdma_destroy_event_channel(ch: *mut sys::rdma_event_chan
     if !c.lock().ids.is_empty() {
         debug!("rdma_destroy_event_channel: CM ids remain; the channel stays");
         return;
-    }
-    if let Some(pd) = c.default_pd.get() {
-        crate::pd::iwarp_ibv_dealloc_pd(*pd as *mut sys::ibv_pd);
     }
     // SAFETY: from into_raw; given up by the application.
     unsafe { free(c) };
@@ -275,10 +314,8 @@ fn event(
         ..Default::default()
     };
     e.ev.param.conn = conn;
-    let p = Box::into_raw(e) as *mut sys::rdma_cm_event;
-    // SAFETY: the application's id; `event` is librdmacm's field for the last event.
-    unsafe { (*id.raw()).event = p };
-    p
+    // `id->event` is left alone: librdmacm sets it for synchronous ids only (cm_sync.rs).
+    Box::into_raw(e) as *mut sys::rdma_cm_event
 }
 
 /// `int rdma_get_cm_event(channel, struct rdma_cm_event **event)`: the next event,
@@ -359,6 +396,12 @@ fn convert(
         } => {
             let request = info.request?;
             let new = IwCmId::for_request(c, id, request, sockaddr_in(local), sockaddr_in(remote))?;
+            // A synchronous listener's requests are synchronous, each on a channel of
+            // its own (as librdmacm's); one that cannot be is dropped (reset).
+            if id.is_sync() && crate::cm_sync::make_sync(new).is_err() {
+                crate::cm_id::iwarp_rdma_destroy_id(new.raw());
+                return None;
+            }
             event(
                 new,
                 id.raw(),

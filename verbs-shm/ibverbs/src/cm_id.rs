@@ -2,15 +2,20 @@
 //! `rdma_resolve_route`, `rdma_listen`, `rdma_create_qp`, `rdma_connect`, `rdma_accept`,
 //! `rdma_reject`, `rdma_disconnect`, `rdma_destroy_qp`, `rdma_destroy_id`) over the
 //! client library's `CmId`. IPv4 and the TCP port space (`RDMA_PS_TCP`) only, as iWARP.
+//!
+//! An id made without a channel is synchronous, as librdmacm's: it gets a channel of its
+//! own, and `rdma_resolve_addr`, `rdma_resolve_route`, `rdma_connect`, `rdma_accept` and
+//! `rdma_disconnect` return once their event came, kept in `id->event` (`cm_sync.rs`).
 
 use std::ffi::{c_int, c_void};
 use std::net::{Ipv4Addr, SocketAddrV4};
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 use std::sync::Mutex;
 
 use iwarp_verbs::{Addr, CmId, ConnParam};
 
-use crate::cm_channel::{forget_id, IwEventChannel, MadeEvent, MAX_IDS};
+use crate::cm_channel::{device_pd, forget_id, IwEventChannel, MadeEvent, MAX_IDS};
+use crate::cm_sync::{ack_sync_event, complete, own_channel};
 use crate::context::IwContext;
 use crate::debug::debug;
 use crate::errno::{fail, set_errno};
@@ -23,8 +28,14 @@ use crate::sys;
 pub(crate) struct IwCmId {
     id: sys::rdma_cm_id,
     magic: AtomicU64,
-    chan: &'static IwEventChannel,
-    client: CmId,
+    /// The channel its events go to (`rdma_migrate_id` changes it).
+    chan: AtomicPtr<IwEventChannel>,
+    pub(crate) client: CmId,
+    /// Synchronous: the channel is the id's own and the calls wait for their event.
+    pub(crate) sync: AtomicBool,
+    /// `rdma_create_ep`'s QP attributes of a passive endpoint: `rdma_get_request`
+    /// creates each request's QP with them.
+    pub(crate) qp_init_attr: Mutex<Option<sys::ibv_qp_init_attr>>,
     /// Made for a connection request (its QP is created on the request).
     passive: bool,
     addrs: Mutex<(Option<SocketAddrV4>, Option<SocketAddrV4>)>,
@@ -56,6 +67,24 @@ impl IwCmId {
         &self.id as *const sys::rdma_cm_id as *mut sys::rdma_cm_id
     }
 
+    /// The channel its events go to.
+    pub(crate) fn chan(&self) -> &'static IwEventChannel {
+        // SAFETY: set from a `&'static IwEventChannel`; a channel lives while it has
+        // ids (rdma_destroy_event_channel leaves a channel with ids alone).
+        unsafe { &*self.chan.load(Ordering::Acquire) }
+    }
+
+    /// From now on its events are those of `c` (the caller moved its route there).
+    pub(crate) fn set_chan(&self, c: &'static IwEventChannel) {
+        self.chan.store(c as *const _ as *mut _, Ordering::Release);
+        // SAFETY: the application's id; librdmacm keeps `channel` current.
+        unsafe { (*self.raw()).channel = c.raw() };
+    }
+
+    pub(crate) fn is_sync(&self) -> bool {
+        self.sync.load(Ordering::Acquire)
+    }
+
     fn new(
         chan: &'static IwEventChannel,
         client: CmId,
@@ -66,7 +95,7 @@ impl IwCmId {
         let p = into_raw(IwCmId {
             id: sys::rdma_cm_id {
                 verbs: chan.ctx,
-                channel: &chan.ch as *const sys::rdma_event_channel as *mut _,
+                channel: chan.raw(),
                 context,
                 ps: sys::RDMA_PS_TCP,
                 port_num: 1,
@@ -74,8 +103,10 @@ impl IwCmId {
                 ..Default::default()
             },
             magic: AtomicU64::new(IwCmId::MAGIC),
-            chan,
+            chan: AtomicPtr::new(chan as *const IwEventChannel as *mut IwEventChannel),
             client,
+            sync: AtomicBool::new(false),
+            qp_init_attr: Mutex::new(None),
             passive,
             addrs: Mutex::new((None, None)),
             own_cqs: AtomicU8::new(0),
@@ -102,7 +133,20 @@ impl IwCmId {
     ) -> Option<&'static IwCmId> {
         let id = IwCmId::new(chan, client, listener.id.context, true)?;
         id.set_addrs(Some(local), Some(remote));
+        id.set_device_pd();
         Some(id)
+    }
+
+    /// `id->pd` is the device's PD once the id has its device (bound, resolved, or a
+    /// request), as librdmacm's; `rdma_create_qp` with no PD uses it.
+    fn set_device_pd(&self) {
+        let raw = self.raw();
+        // SAFETY: the application's id; librdmacm fills `pd`.
+        unsafe {
+            if (*raw).pd.is_null() {
+                (*raw).pd = device_pd(self.chan().ctx);
+            }
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, (Option<SocketAddrV4>, Option<SocketAddrV4>)> {
@@ -179,7 +223,7 @@ unsafe fn read_sockaddr(sa: *const libc::sockaddr) -> Result<libc::sockaddr_in, 
     Ok(unsafe { *(sa as *const libc::sockaddr_in) })
 }
 
-fn err(what: &str, n: c_int, why: &str) -> c_int {
+pub(crate) fn err(what: &str, n: c_int, why: &str) -> c_int {
     debug!("{what}: {why}");
     set_errno(n);
     -1
@@ -190,7 +234,7 @@ fn fail_neg(what: &str, e: &iwarp_verbs::Error) -> c_int {
     -1
 }
 
-fn id_of<'a>(what: &str, id: *mut sys::rdma_cm_id) -> Result<&'a IwCmId, c_int> {
+pub(crate) fn id_of<'a>(what: &str, id: *mut sys::rdma_cm_id) -> Result<&'a IwCmId, c_int> {
     from_raw::<IwCmId>(id).ok_or_else(|| err(what, libc::EINVAL, "not a CM id of this library"))
 }
 
@@ -203,13 +247,6 @@ pub unsafe extern "C" fn iwarp_rdma_create_id(
     ps: u32,
 ) -> c_int {
     const WHAT: &str = "rdma_create_id";
-    let Some(c) = from_raw::<IwEventChannel>(ch) else {
-        return err(
-            WHAT,
-            libc::EINVAL,
-            "no channel of this library (channel-less ids are not supported)",
-        );
-    };
     if out.is_null() {
         return err(WHAT, libc::EINVAL, "NULL id");
     }
@@ -220,20 +257,54 @@ pub unsafe extern "C" fn iwarp_rdma_create_id(
             "iWARP has the TCP port space only",
         );
     }
-    // SAFETY: channels live until rdma_destroy_event_channel, which leaves a channel
-    // with ids alone.
-    let c: &'static IwEventChannel = unsafe { &*(c as *const IwEventChannel) };
-    let client = match c.client.create_id() {
-        Ok(i) => i,
-        Err(e) => return fail_neg(WHAT, &e),
+    let id = if ch.is_null() {
+        create_sync_id(WHAT, context)
+    } else {
+        let Some(c) = from_raw::<IwEventChannel>(ch) else {
+            return err(WHAT, libc::EINVAL, "not a channel of this library");
+        };
+        // SAFETY: channels live until rdma_destroy_event_channel, which leaves a channel
+        // with ids alone.
+        let c: &'static IwEventChannel = unsafe { &*(c as *const IwEventChannel) };
+        create_id_on(WHAT, c, context)
     };
-    match IwCmId::new(c, client, context, false) {
-        Some(id) => {
+    match id {
+        Ok(id) => {
             // SAFETY: the caller's output pointer.
             unsafe { *out = id.raw() };
             0
         }
-        None => err(WHAT, libc::ENOMEM, "too many CM ids"),
+        Err(n) => n,
+    }
+}
+
+/// A new (asynchronous) id on channel `c`, or -1 with errno set.
+fn create_id_on(
+    what: &str,
+    c: &'static IwEventChannel,
+    context: *mut c_void,
+) -> Result<&'static IwCmId, c_int> {
+    let client = match c.client.create_id() {
+        Ok(i) => i,
+        Err(e) => return Err(fail_neg(what, &e)),
+    };
+    IwCmId::new(c, client, context, false).ok_or_else(|| err(what, libc::ENOMEM, "too many CM ids"))
+}
+
+/// A synchronous id: on a channel of its own (librdmacm's ids made without a channel).
+pub(crate) fn create_sync_id(what: &str, context: *mut c_void) -> Result<&'static IwCmId, c_int> {
+    let c = own_channel()?;
+    match create_id_on(what, c, context) {
+        Ok(id) => {
+            id.sync.store(true, Ordering::Release);
+            Ok(id)
+        }
+        Err(n) => {
+            let e = last_errno();
+            crate::cm_channel::iwarp_rdma_destroy_event_channel(c.raw());
+            set_errno(e);
+            Err(n)
+        }
     }
 }
 
@@ -244,10 +315,19 @@ pub extern "C" fn iwarp_rdma_destroy_id(id: *mut sys::rdma_cm_id) -> c_int {
         Ok(i) => i,
         Err(n) => return n,
     };
-    forget_id(i.chan, i as *const IwCmId as usize, i.client.handle().0);
+    let chan = i.chan();
+    let sync = i.is_sync();
+    if sync {
+        ack_sync_event(i);
+    }
+    forget_id(chan, i as *const IwCmId as usize, i.client.handle().0);
     // SAFETY: from into_raw; given up by the application. Dropping the client's CmId
     // destroys it in the daemon.
     unsafe { free(i) };
+    if sync {
+        // Its own channel, with no id left.
+        crate::cm_channel::iwarp_rdma_destroy_event_channel(chan.raw());
+    }
     0
 }
 
@@ -276,7 +356,7 @@ pub unsafe extern "C" fn iwarp_rdma_bind_addr(
         Err(n) => return err(WHAT, n, "IPv4 addresses only"),
     };
     let ip = to_v4(&a).ip().to_owned();
-    if !ip.is_unspecified() && ip != device_ip(i.chan) {
+    if !ip.is_unspecified() && ip != device_ip(i.chan()) {
         return err(
             WHAT,
             libc::EADDRNOTAVAIL,
@@ -284,6 +364,7 @@ pub unsafe extern "C" fn iwarp_rdma_bind_addr(
         );
     }
     i.set_addrs(Some(a), None);
+    i.set_device_pd();
     0
 }
 
@@ -317,7 +398,7 @@ pub unsafe extern "C" fn iwarp_rdma_resolve_addr(
     };
     let bound = i.lock().0;
     let local = local.or_else(|| {
-        let ip = device_ip(i.chan);
+        let ip = device_ip(i.chan());
         Some(libc::sockaddr_in {
             sin_family: libc::AF_INET as libc::sa_family_t,
             sin_port: bound.map_or(0, |b| b.port().to_be()),
@@ -328,15 +409,16 @@ pub unsafe extern "C" fn iwarp_rdma_resolve_addr(
         })
     });
     i.set_addrs(local, Some(d));
+    i.set_device_pd();
     let made = MadeEvent {
         id: i as *const IwCmId as usize,
         event: sys::RDMA_CM_EVENT_ADDR_RESOLVED,
         status: 0,
     };
-    if !i.chan.push_made(made) {
+    if !i.chan().push_made(made) {
         return err(WHAT, libc::ENOMEM, "event queue full");
     }
-    0
+    complete(i)
 }
 
 /// `int rdma_resolve_route(id, int timeout_ms)`: `RDMA_CM_EVENT_ROUTE_RESOLVED` follows
@@ -356,10 +438,10 @@ pub extern "C" fn iwarp_rdma_resolve_route(id: *mut sys::rdma_cm_id, _timeout_ms
         event: sys::RDMA_CM_EVENT_ROUTE_RESOLVED,
         status: 0,
     };
-    if !i.chan.push_made(made) {
+    if !i.chan().push_made(made) {
         return err(WHAT, libc::ENOMEM, "event queue full");
     }
-    0
+    complete(i)
 }
 
 /// `int rdma_listen(struct rdma_cm_id *, int backlog)`: on the bound address.
@@ -378,12 +460,6 @@ pub extern "C" fn iwarp_rdma_listen(id: *mut sys::rdma_cm_id, backlog: c_int) ->
         Ok(()) => 0,
         Err(e) => fail_neg(WHAT, &e),
     }
-}
-
-/// The PD `rdma_create_qp` uses when given none: one per channel.
-fn default_pd(c: &IwEventChannel) -> *mut sys::ibv_pd {
-    *c.default_pd
-        .get_or_init(|| crate::pd::iwarp_ibv_alloc_pd(c.ctx) as usize) as *mut sys::ibv_pd
 }
 
 /// `int rdma_create_qp(struct rdma_cm_id *, struct ibv_pd *, struct ibv_qp_init_attr *)`:
@@ -409,7 +485,12 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
     }
     // As librdmacm: a CQ the application did not give is made here, on its own
     // completion channel, with one entry per WR of its queue.
-    let ctx = i.chan.ctx;
+    let ctx = i.chan().ctx;
+    // As librdmacm: the id's SRQ unless the attributes name one.
+    if a.srq.is_null() {
+        // SAFETY: the application's id (read through its pointer: it writes it too).
+        a.srq = unsafe { (*id).srq };
+    }
     let mut made = 0;
     if a.recv_cq.is_null() {
         a.recv_cq = own_cq(ctx, a.cap.max_recv_wr, id.cast());
@@ -426,7 +507,15 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
         }
         made |= OWN_SEND_CQ;
     }
-    let pd = if pd.is_null() { default_pd(i.chan) } else { pd };
+    // SAFETY: the application's id (read through its pointer).
+    let id_pd = unsafe { (*id).pd };
+    let pd = if !pd.is_null() {
+        pd
+    } else if !id_pd.is_null() {
+        id_pd
+    } else {
+        device_pd(ctx)
+    };
     a.qp_type = sys::IBV_QPT_RC;
     let qp = if i.passive {
         create_qp_with(WHAT, pd, attr, |pd, qa| i.client.create_qp(pd, qa))
@@ -578,7 +667,10 @@ pub unsafe extern "C" fn iwarp_rdma_connect(
     };
     // SAFETY: the caller's parameters.
     let p = unsafe { conn_param(param) };
-    with_qp(WHAT, i, |qp| i.client.connect(qp, remote, &p))
+    match with_qp(WHAT, i, |qp| i.client.connect(qp, remote, &p)) {
+        0 => complete(i),
+        n => n,
+    }
 }
 
 /// `int rdma_accept(struct rdma_cm_id *, struct rdma_conn_param *)`.
@@ -594,7 +686,10 @@ pub unsafe extern "C" fn iwarp_rdma_accept(
     };
     // SAFETY: the caller's parameters.
     let p = unsafe { conn_param(param) };
-    with_qp(WHAT, i, |qp| i.client.accept(qp, &p))
+    match with_qp(WHAT, i, |qp| i.client.accept(qp, &p)) {
+        0 => complete(i),
+        n => n,
+    }
 }
 
 /// `int rdma_reject(struct rdma_cm_id *, const void *private_data, uint8_t len)`.
@@ -630,7 +725,7 @@ pub extern "C" fn iwarp_rdma_disconnect(id: *mut sys::rdma_cm_id) -> c_int {
         Err(n) => return n,
     };
     match i.client.disconnect() {
-        Ok(()) => 0,
+        Ok(()) => complete(i),
         Err(e) => fail_neg(WHAT, &e),
     }
 }
@@ -676,7 +771,7 @@ pub extern "C" fn iwarp_rdma_set_option(
 }
 
 /// The calling thread's `errno`.
-fn last_errno() -> c_int {
+pub(crate) fn last_errno() -> c_int {
     std::io::Error::last_os_error()
         .raw_os_error()
         .unwrap_or(libc::EIO)

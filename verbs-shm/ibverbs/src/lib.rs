@@ -22,7 +22,9 @@ pub mod sys;
 
 mod cm_addr;
 mod cm_channel;
+mod cm_ep;
 mod cm_id;
+mod cm_sync;
 mod context;
 mod cq;
 mod debug;

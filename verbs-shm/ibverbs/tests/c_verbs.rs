@@ -101,8 +101,15 @@ fn rdma_create_qp_makes_the_cqs_it_is_not_given() {
 /// "badkey") and returns both outputs; panics with both and the daemons' logs unless
 /// both print "ok" and exit 0.
 fn run_rc_cm(tag: &str, port: &str, mode: &[&str]) -> (String, String) {
+    run_pair("rc_cm", tag, port, mode)
+}
+
+/// Runs C program `name` as `server IP PORT MODE...` on daemon A (until it prints
+/// "listening") and `client IP PORT MODE...` on daemon B: both outputs, or a panic with
+/// both and the daemons' logs unless both print "ok" last and exit 0.
+fn run_pair(name: &str, tag: &str, port: &str, mode: &[&str]) -> (String, String) {
     let lib = lib_dir(tag);
-    let prog = compile_c("rc_cm", &lib, &["-lrdmacm"]);
+    let prog = compile_c(name, &lib, &["-lrdmacm"]);
     let _lock = SystemLock::acquire();
     let pair = iwarp_apps::DaemonPair::start(tag);
     let dir_a = verbs_dir_of(&format!("{tag}-a"), &pair.a);
@@ -189,4 +196,17 @@ fn a_bad_rkey_gives_async_events_naming_the_qps() {
         server.contains("async local access violation work queue error"),
         "{server}"
     );
+}
+
+/// `rc_ep`: synchronous endpoints as rdma_server / rdma_client use them (`rdma_create_ep`,
+/// `rdma_get_request`, `rdma_accept` / `rdma_connect` / `rdma_disconnect` returning with
+/// their event in `id->event`, the `rdma_verbs.h` helpers), SEND, a 128 KiB RDMA READ and
+/// WRITE checked byte for byte; `rdma_migrate_id` both ways; the refusals (EINVAL,
+/// ECONNREFUSED). Every call answered EOPNOTSUPP or EINVAL before.
+#[test]
+fn synchronous_endpoints_and_migrate_through_rdma_verbs_h() {
+    if !can_run_daemons("synchronous_endpoints_and_migrate_through_rdma_verbs_h") {
+        return;
+    }
+    run_pair("rc_ep", "rcep", "7302", &[]);
 }
