@@ -5,7 +5,7 @@ use core::fmt;
 use core::net::Ipv4Addr;
 
 use iwarp_mpa::MpaConn;
-use iwarp_rdma::QpModify;
+use iwarp_rdma::{LlpEvent, QpModify};
 use iwarp_tcp::{FourTuple, TcpConn, TcpSegment};
 use iwarp_types::{ConnId, Instant, QpId, QpState};
 
@@ -249,6 +249,28 @@ impl Engine {
         self.core.service(now, id, c);
         self.core.touch(id, c);
         Ok(())
+    }
+
+    /// Leaves a graceful close `qp` started to TCP once its FIN is out and every byte is
+    /// acknowledged: the QP leaves the connection (LLP Closed, `Disconnected` to the
+    /// caller as for any close) and TCP finishes the FIN exchange and TIME_WAIT alone.
+    /// For a QP destroyed during its close, instead of [`Engine::abort`]: the peer sees
+    /// the close complete, as Linux's iw_cm lets a closing connection finish, not a reset.
+    /// False (nothing done) if the close is not that far or the QP has no connection.
+    pub fn release_closing_qp(&mut self, now: Instant, qp: QpId) -> bool {
+        let Some(id) = self.qp_conn(qp) else {
+            return false;
+        };
+        let Some(c) = self.conns.get_mut(id) else {
+            return false;
+        };
+        if !c.qp_ready || !c.tcp.fin_sent_and_data_acked() {
+            return false;
+        }
+        self.core.detach_qp(id, c, LlpEvent::Closed);
+        self.core.service(now, id, c);
+        self.core.touch(id, c);
+        self.qp_conn(qp).is_none()
     }
 
     /// Abortive close of `qp`'s connection: TCP RST, the QP goes to Error (WRs flushed).

@@ -434,6 +434,12 @@ impl TcpConn {
         &self.tuple
     }
 
+    /// Our FIN is out and every byte before it is acknowledged (the FIN itself may not
+    /// be yet): what remains of the close needs none of the application's data.
+    pub fn fin_sent_and_data_acked(&self) -> bool {
+        matches!(self.fin_off, Some(off) if self.snd_una >= off)
+    }
+
     /// Stream offset of `snd.una`: every byte below it is acknowledged.
     pub fn acked_offset(&self) -> u64 {
         self.snd_una

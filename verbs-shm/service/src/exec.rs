@@ -553,7 +553,9 @@ impl ShmService {
         Ok(ServiceReply::Qp { qp: id, attr: got })
     }
 
-    /// Aborts the QP's connection if it has one, destroys it, frees its doorbell bits.
+    /// Ends the QP's connection if it has one (a graceful close already past its FIN is
+    /// left to TCP to finish; anything else is aborted), destroys it, frees its doorbell
+    /// bits.
     fn destroy_qp(
         &mut self,
         now: Instant,
@@ -561,7 +563,7 @@ impl ShmService {
         qp: QpId,
     ) -> Result<bool, ServiceError> {
         let had_conn = engine.qp_conn(qp).is_some();
-        if had_conn {
+        if had_conn && !engine.release_closing_qp(now, qp) {
             let _ = engine.abort(now, qp);
         }
         engine.rnic_mut().destroy_qp(qp)?;

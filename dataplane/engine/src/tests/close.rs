@@ -145,3 +145,41 @@ fn fin_wait_2_with_a_silent_peer_is_bounded() {
     assert!(c.tcp_rsts_sent >= 1, "the connection was reset");
     p.run_until(|p| p.a.eng.conn_count() == 0);
 }
+
+/// A QP destroyed while the graceful close it started is under way (its FIN out, every
+/// byte acknowledged): the engine leaves the close to TCP instead of resetting, so the
+/// peer sees an orderly close (its QP Idle, one Disconnected), as with Linux's iw_cm.
+/// Before the FIN is out, or on an open connection, nothing is released (the caller
+/// aborts).
+#[test]
+fn a_qp_destroyed_during_its_close_lets_tcp_finish_it_without_a_reset() {
+    let mut p = Pair::new();
+    establish(&mut p);
+    let (qa, qb) = (p.a.qp, p.b.qp);
+    assert!(!p.a.eng.release_closing_qp(p.now, qa), "an open connection");
+    // B's answers are held: A's FIN goes out and stays unacknowledged.
+    p.b_to_a = Box::new(|_| false);
+    p.a.eng.disconnect(p.now, qa).unwrap();
+    p.run(false);
+    let conn = p.a.eng.qp_conn(qa).expect("still attached");
+    assert_eq!(
+        p.a.eng.conn(conn).unwrap().tcp.state(),
+        iwarp_tcp::TcpState::FinWait1
+    );
+    assert!(p.a.eng.release_closing_qp(p.now, qa));
+    assert_eq!(p.a.eng.qp_conn(qa), None, "detached");
+    p.a.eng.rnic_mut().destroy_qp(qa).unwrap();
+    p.run(false);
+    assert_eq!(disconnects(&p.a.take_events()), 1);
+    // B's answers flow again: the close completes on both sides without a reset.
+    p.b_to_a = Box::new(|_| true);
+    p.run_until(|p| p.b.eng.conn_count() == 0);
+    assert_eq!(p.b.eng.rnic().query_qp(qb).unwrap().state, QpState::Idle);
+    let eb = p.b.take_events();
+    assert_eq!(disconnects(&eb), 1, "{eb:?}");
+    assert!(
+        !eb.iter().any(|e| matches!(e, Event::ConnectFailed { .. })),
+        "{eb:?}"
+    );
+    assert_eq!(p.a.eng.counters().tcp_rsts_sent, 0);
+}
