@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# The reliability figures of docs/RELIABILITY.md (issue 15), each from a script anyone can
+# rerun: the randomized simulation campaign, restart after kill -9 under traffic, and every
+# fuzz target. Short by default; --long is what the figures in docs/RELIABILITY.md used.
+#
+#   scripts/reliability.sh           # 10,000 simulations, 20 restarts, 60 s per fuzz target
+#   scripts/reliability.sh --long    # 100,000 simulations, 100 restarts, 30 min per fuzz target
+#                                    # and 1 h for engine_rx (about 3.5 hours)
+#
+# Not yet here (issue 15): the hour-long soak over a lossy wire, packet-generator floods,
+# STag guessing at 10^8, client isolation, dataplane exhaustion; see docs/RELIABILITY.md.
+# Ends with "N passed, N failed"; exits 1 if anything failed. Needs root (DPDK).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+long=0
+[ "${1:-}" = "--long" ] && long=1
+if [ $long -eq 1 ]; then
+  sims=100000; restarts=100; fuzz_s=1800; engine_rx_s=3600
+else
+  sims=10000; restarts=20; fuzz_s=60; engine_rx_s=60
+fi
+passed=0; failed=0
+item() { # NAME COMMAND...
+  local name=$1; shift
+  local t0; t0=$(date +%s)
+  echo "== reliability: $name"
+  if "$@"; then
+    passed=$((passed + 1)); echo "reliability: ok: $name ($(( $(date +%s) - t0 )) s)"
+  else
+    failed=$((failed + 1)); echo "reliability: FAILED: $name ($(( $(date +%s) - t0 )) s)"
+  fi
+}
+item "sim-soak $sims" bash scripts/sim-soak.sh "$sims"
+item "restart-loop $restarts" bash scripts/restart-loop.sh "$restarts"
+for t in wire_parsers tcp_segment mpa_stream rdma_rx; do
+  item "fuzz $t ${fuzz_s}s" env FUZZ_SECONDS="$fuzz_s" bash scripts/fuzz.sh "$t"
+done
+item "fuzz engine_rx ${engine_rx_s}s" env FUZZ_SECONDS="$engine_rx_s" bash scripts/fuzz.sh engine_rx
+echo "reliability: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
