@@ -21,88 +21,139 @@ pub unsafe extern "C" fn iwarp_rdma_getaddrinfo(
     hints: *const sys::rdma_addrinfo,
     res: *mut *mut sys::rdma_addrinfo,
 ) -> c_int {
-    if res.is_null() || (node.is_null() && service.is_null()) {
+    // SAFETY: the caller's hints, or NULL.
+    let h = unsafe { hints.as_ref() };
+    let (flags, family) = h.map_or((0, libc::AF_UNSPEC), |h| (h.ai_flags, h.ai_family));
+    // SAFETY: addresses in the caller's hints (each NULL or a socket address).
+    let (hint_src, hint_dst) = unsafe {
+        (
+            h.and_then(|h| hint_addr(h.ai_src_addr)),
+            h.and_then(|h| hint_addr(h.ai_dst_addr)),
+        )
+    };
+    if res.is_null()
+        || (node.is_null() && service.is_null() && hint_src.is_none() && hint_dst.is_none())
+    {
         set_errno(libc::EINVAL);
         return -1;
     }
-    // SAFETY: NUL-terminated strings or NULL from the caller.
-    let (node, service) = unsafe {
-        (
-            (!node.is_null()).then(|| CStr::from_ptr(node).to_string_lossy().into_owned()),
-            (!service.is_null()).then(|| CStr::from_ptr(service).to_string_lossy().into_owned()),
-        )
-    };
-    let (flags, family) = if hints.is_null() {
-        (0, libc::AF_UNSPEC)
-    } else {
-        // SAFETY: the caller's hints.
-        unsafe { ((*hints).ai_flags, (*hints).ai_family) }
-    };
     if family != libc::AF_UNSPEC && family != libc::AF_INET {
         debug!("rdma_getaddrinfo: IPv4 only (iwarpd's iWARP runs over IPv4)");
         set_errno(libc::EAFNOSUPPORT);
         return -1;
     }
     let passive = flags & sys::RAI_PASSIVE as c_int != 0;
+    // The address node/service name (as librdmacm: the source when passive, else the
+    // destination); without them, the hints' addresses.
+    let named = if node.is_null() && service.is_null() {
+        None
+    } else {
+        // SAFETY: NUL-terminated strings or NULL from the caller.
+        match unsafe { resolve(node, service) } {
+            Ok(a) => Some(a),
+            Err(n) => {
+                set_errno(n);
+                return -1;
+            }
+        }
+    };
+    let (src, dst) = match (named, passive) {
+        (Some(a), true) => (Some(a), hint_dst),
+        (Some(a), false) => (hint_src, Some(a)),
+        (None, _) => (hint_src, hint_dst),
+    };
+    // SAFETY: calloc'd result and addresses, freed by rdma_freeaddrinfo.
+    unsafe {
+        let ai =
+            libc::calloc(1, std::mem::size_of::<sys::rdma_addrinfo>()) as *mut sys::rdma_addrinfo;
+        if ai.is_null() {
+            set_errno(libc::ENOMEM);
+            return -1;
+        }
+        (*ai).ai_flags = flags;
+        (*ai).ai_family = libc::AF_INET;
+        (*ai).ai_qp_type = sys::IBV_QPT_RC as c_int;
+        (*ai).ai_port_space = sys::RDMA_PS_TCP as c_int;
+        let len = std::mem::size_of::<libc::sockaddr_in>();
+        for (a, is_src) in [(src, true), (dst, false)] {
+            let Some(a) = a else { continue };
+            let sa = libc::calloc(1, len) as *mut libc::sockaddr_in;
+            if sa.is_null() {
+                iwarp_rdma_freeaddrinfo(ai);
+                set_errno(libc::ENOMEM);
+                return -1;
+            }
+            *sa = a;
+            if is_src {
+                (*ai).ai_src_len = len as u32;
+                (*ai).ai_src_addr = sa.cast();
+            } else {
+                (*ai).ai_dst_len = len as u32;
+                (*ai).ai_dst_addr = sa.cast();
+            }
+        }
+        *res = ai;
+    }
+    0
+}
+
+/// An IPv4 address of the hints (None: NULL or another family).
+///
+/// # Safety
+///
+/// `sa` is NULL or a readable socket address.
+unsafe fn hint_addr(sa: *mut sys::sockaddr) -> Option<libc::sockaddr_in> {
+    if sa.is_null() {
+        return None;
+    }
+    // SAFETY: the family field of any socket address.
+    if unsafe { (*sa).sa_family } as c_int != libc::AF_INET {
+        return None;
+    }
+    // SAFETY: an AF_INET address is a sockaddr_in.
+    Some(unsafe { *(sa as *const libc::sockaddr_in) })
+}
+
+/// The first IPv4 address of `node` (NULL: 0.0.0.0) and `service` (a port number, NULL:
+/// 0), or the errno.
+///
+/// # Safety
+///
+/// `node` and `service` are NUL-terminated strings or NULL.
+unsafe fn resolve(node: *const c_char, service: *const c_char) -> Result<libc::sockaddr_in, c_int> {
+    // SAFETY: the caller's contract.
+    let (node, service) = unsafe {
+        (
+            (!node.is_null()).then(|| CStr::from_ptr(node).to_string_lossy().into_owned()),
+            (!service.is_null()).then(|| CStr::from_ptr(service).to_string_lossy().into_owned()),
+        )
+    };
     let port: u16 = match service.as_deref().map(str::parse) {
         None => 0,
         Some(Ok(p)) => p,
-        Some(Err(_)) => {
-            set_errno(libc::EINVAL);
-            return -1;
-        }
+        Some(Err(_)) => return Err(libc::EINVAL),
     };
     let host = node.unwrap_or_else(|| "0.0.0.0".into());
     let addrs: Vec<SocketAddr> = match (host.as_str(), port).to_socket_addrs() {
         Ok(it) => it.take(MAX_RESOLVED).collect(),
         Err(e) => {
             debug!("rdma_getaddrinfo: {host}: {e}");
-            set_errno(libc::EADDRNOTAVAIL);
-            return -1;
+            return Err(libc::EADDRNOTAVAIL);
         }
     };
     let Some(SocketAddr::V4(a)) = addrs.iter().copied().find(SocketAddr::is_ipv4) else {
         // Only IPv6 addresses (or none): say which.
-        let n = if addrs.is_empty() {
+        debug!("rdma_getaddrinfo: {host}: no IPv4 address (iwarpd's iWARP runs over IPv4)");
+        return Err(if addrs.is_empty() {
             libc::EADDRNOTAVAIL
         } else {
             libc::EAFNOSUPPORT
-        };
-        debug!("rdma_getaddrinfo: {host}: no IPv4 address (iwarpd's iWARP runs over IPv4)");
-        set_errno(n);
-        return -1;
+        });
     };
-    let sin = sockaddr_in(iwarp_verbs::Addr {
+    Ok(sockaddr_in(iwarp_verbs::Addr {
         ip: a.ip().octets(),
         port: a.port(),
-    });
-    let len = std::mem::size_of::<libc::sockaddr_in>();
-    // SAFETY: calloc'd result and address, freed by rdma_freeaddrinfo.
-    unsafe {
-        let ai =
-            libc::calloc(1, std::mem::size_of::<sys::rdma_addrinfo>()) as *mut sys::rdma_addrinfo;
-        let sa = libc::calloc(1, len) as *mut libc::sockaddr_in;
-        if ai.is_null() || sa.is_null() {
-            libc::free(ai.cast());
-            libc::free(sa.cast());
-            set_errno(libc::ENOMEM);
-            return -1;
-        }
-        *sa = sin;
-        (*ai).ai_flags = flags;
-        (*ai).ai_family = libc::AF_INET;
-        (*ai).ai_qp_type = sys::IBV_QPT_RC as c_int;
-        (*ai).ai_port_space = sys::RDMA_PS_TCP as c_int;
-        if passive {
-            (*ai).ai_src_len = len as u32;
-            (*ai).ai_src_addr = sa.cast();
-        } else {
-            (*ai).ai_dst_len = len as u32;
-            (*ai).ai_dst_addr = sa.cast();
-        }
-        *res = ai;
-    }
-    0
+    }))
 }
 
 /// `void rdma_freeaddrinfo(struct rdma_addrinfo *res)`.

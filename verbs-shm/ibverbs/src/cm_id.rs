@@ -356,7 +356,10 @@ pub unsafe extern "C" fn iwarp_rdma_bind_addr(
         Err(n) => return err(WHAT, n, "IPv4 addresses only"),
     };
     let ip = to_v4(&a).ip().to_owned();
-    if !ip.is_unspecified() && ip != device_ip(i.chan()) {
+    // A loopback address binds to the device, as rdma_cm binds one to its first device
+    // (libfabric's verbs provider binds 127.0.0.1 to find the device of a socket
+    // address); listening on it takes the device's addresses (see rdma_listen).
+    if !ip.is_unspecified() && !ip.is_loopback() && ip != device_ip(i.chan()) {
         return err(
             WHAT,
             libc::EADDRNOTAVAIL,
@@ -452,14 +455,52 @@ pub extern "C" fn iwarp_rdma_listen(id: *mut sys::rdma_cm_id, backlog: c_int) ->
         Ok(i) => i,
         Err(n) => return n,
     };
-    let Some(local) = i.lock().0 else {
+    let Some(mut local) = i.lock().0 else {
         return err(WHAT, libc::EINVAL, "not bound (rdma_bind_addr first)");
     };
-    let backlog = if backlog <= 0 { 128 } else { backlog as u32 };
-    match i.client.listen(local, backlog) {
-        Ok(()) => 0,
-        Err(e) => fail_neg(WHAT, &e),
+    // iwarpd has no loopback path (the engine does not connect to its own address): a
+    // listener bound to a loopback address is reached at the device's addresses.
+    if local.ip().is_loopback() {
+        local.set_ip(Ipv4Addr::UNSPECIFIED);
     }
+    let backlog = if backlog <= 0 { 128 } else { backlog as u32 };
+    if local.port() != 0 {
+        return match i.client.listen(local, backlog) {
+            Ok(()) => 0,
+            Err(e) => fail_neg(WHAT, &e),
+        };
+    }
+    // Port 0: an ephemeral port, as the kernel's rdma_listen picks one (libfabric's
+    // passive endpoints bind port 0, listen, then read the port back). The daemon has
+    // no "any port": free ones are tried from a random start in the dynamic range
+    // (RFC 6335), at most EPHEMERAL_TRIES of them.
+    const EPHEMERAL_TRIES: u32 = 64;
+    let first =
+        49152 + (std::process::id().wrapping_mul(2_654_435_761) ^ i.client.handle().0) % 16384;
+    for k in 0..EPHEMERAL_TRIES {
+        let port = 49152 + ((first - 49152 + k * 257) % 16384) as u16;
+        local.set_port(port);
+        match i.client.listen(local, backlog) {
+            Ok(()) => {
+                let mut a = i.lock();
+                if let Some(bound) = a.0.as_mut() {
+                    bound.set_port(port);
+                }
+                drop(a);
+                // SAFETY: the application's id; route.addr holds the bound address.
+                unsafe {
+                    let sin = &mut (*i.raw()).route.addr.__bindgen_anon_1 as *mut _
+                        as *mut libc::sockaddr_in;
+                    (*sin).sin_port = port.to_be();
+                }
+                return 0;
+            }
+            Err(iwarp_verbs::Error::Daemon(r))
+                if r.code == iwarp_verbs::ErrorCode::AddressInUse => {}
+            Err(e) => return fail_neg(WHAT, &e),
+        }
+    }
+    err(WHAT, libc::EADDRINUSE, "no free ephemeral port found")
 }
 
 /// `int rdma_create_qp(struct rdma_cm_id *, struct ibv_pd *, struct ibv_qp_init_attr *)`:

@@ -111,8 +111,12 @@ pub(crate) fn access_of(flags: u32) -> Result<Access, (c_int, &'static str)> {
     if remote_write && !local_write {
         return Err((libc::EINVAL, "REMOTE_WRITE without LOCAL_WRITE"));
     }
-    if flags & sys::IBV_ACCESS_REMOTE_ATOMIC != 0 {
-        return Err((libc::EOPNOTSUPP, "iWARP has no atomics"));
+    // The atomic right needs LOCAL_WRITE (as the kernel's ib_check_mr_access); granted,
+    // it has no effect: iWARP has no atomics (atomic_cap NONE), and the atomic WRs are
+    // refused at post. Accepted as the kernel iWARP providers do (libfabric's verbs
+    // provider asks for it on every MR it may write).
+    if flags & sys::IBV_ACCESS_REMOTE_ATOMIC != 0 && !local_write {
+        return Err((libc::EINVAL, "REMOTE_ATOMIC without LOCAL_WRITE"));
     }
     if flags & (sys::IBV_ACCESS_ON_DEMAND | sys::IBV_ACCESS_ZERO_BASED) != 0 {
         return Err((libc::EOPNOTSUPP, "on-demand paging and zero-based MRs"));
@@ -122,6 +126,7 @@ pub(crate) fn access_of(flags: u32) -> Result<Access, (c_int, &'static str)> {
     let known = sys::IBV_ACCESS_LOCAL_WRITE
         | sys::IBV_ACCESS_REMOTE_WRITE
         | sys::IBV_ACCESS_REMOTE_READ
+        | sys::IBV_ACCESS_REMOTE_ATOMIC
         | sys::IBV_ACCESS_MW_BIND
         | sys::IBV_ACCESS_HUGETLB
         | OPTIONAL_RANGE;
@@ -343,8 +348,9 @@ mod tests {
         );
         assert_eq!(
             access_of(sys::IBV_ACCESS_REMOTE_ATOMIC).unwrap_err().0,
-            libc::EOPNOTSUPP
+            libc::EINVAL
         );
+        assert!(access_of(sys::IBV_ACCESS_LOCAL_WRITE | sys::IBV_ACCESS_REMOTE_ATOMIC).is_ok());
         assert!(access_of(sys::IBV_ACCESS_RELAXED_ORDERING).is_ok());
     }
 }

@@ -92,6 +92,34 @@ int main(void)
 	CHECK(rdma_bind_addr(id, (struct sockaddr *)&s6) == -1 && errno == EAFNOSUPPORT,
 	      "bind to IPv6");
 
+	/* Addresses given in the hints, no node or service (libfabric's way). */
+	struct sockaddr_in d4 = { .sin_family = AF_INET, .sin_port = htons(7003) };
+	inet_pton(AF_INET, "198.18.0.9", &d4.sin_addr);
+	struct rdma_addrinfo h2 = { .ai_dst_addr = (struct sockaddr *)&d4,
+				    .ai_dst_len = sizeof d4 };
+	CHECK(rdma_getaddrinfo(NULL, NULL, &h2, &res) == 0 && res->ai_dst_addr &&
+		      !res->ai_src_addr &&
+		      memcmp(res->ai_dst_addr, &d4, sizeof d4) == 0,
+	      "getaddrinfo from the hints' address");
+	rdma_freeaddrinfo(res);
+	errno = 0;
+	CHECK(rdma_getaddrinfo(NULL, NULL, NULL, &res) == -1 && errno == EINVAL,
+	      "getaddrinfo of nothing");
+
+	/* Port 0: rdma_listen picks an ephemeral port; a loopback address binds to the
+	 * device (as rdma_cm). */
+	struct rdma_cm_id *lid;
+	CHECK(rdma_create_id(ec, &lid, NULL, RDMA_PS_TCP) == 0, "rdma_create_id (listener)");
+	struct sockaddr_in lo = { .sin_family = AF_INET };
+	inet_pton(AF_INET, "127.0.0.1", &lo.sin_addr);
+	CHECK(rdma_bind_addr(lid, (struct sockaddr *)&lo) == 0, "bind to loopback");
+	CHECK(rdma_listen(lid, 0) == 0, "listen on port 0");
+	uint16_t p = ntohs(rdma_get_src_port(lid));
+	CHECK(p >= 49152, "ephemeral port %u", p);
+	CHECK(((struct sockaddr_in *)rdma_get_local_addr(lid))->sin_port == htons(p),
+	      "the bound address holds the port");
+	CHECK(rdma_destroy_id(lid) == 0, "rdma_destroy_id (listener)");
+
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
 	rdma_destroy_event_channel(ec);
 	printf("ok\n");
