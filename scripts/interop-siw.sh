@@ -902,7 +902,10 @@ cell_dropin_perftest_act() {
         done
         echo "$gout"
         guest "pkill -x ib_$tool" >/dev/null 2>&1
-        if [ $rc -ne 0 ] && perftest_race "$out$gout" && [ $try -lt 3 ]; then
+        # A reject: siw's server had its channel listener up but not yet the data
+        # connection's (perftest's own start-up race; its client does not retry).
+        if [ $rc -ne 0 ] && { perftest_race "$out$gout" || grep -q 'RDMA_CM_EVENT_REJECTED' <<<"$out"; } \
+            && [ $try -lt 3 ]; then
             port=$((port + 20)); continue
         fi
         break
