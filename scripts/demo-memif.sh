@@ -56,7 +56,8 @@ for op in write read send; do
     rc=$?
     set -e
     msgs=$( (grep -oE '"messages":[0-9]+' "$out.json" 2>/dev/null || true) | head -1 | cut -d: -f2)
-    gbps=$( (grep -oE '[0-9.]+ Gbit/s' "$out.txt" || true) | head -1 | cut -d' ' -f1)
+    # The final report's goodput (the interval lines print Gbit/s too).
+    gbps=$( (grep -oE '"goodput_gbps":[0-9.]+' "$out.json" 2>/dev/null || true) | head -1 | cut -d: -f2)
     mism=$( (grep -oE 'verify mismatches [0-9]+' "$out.txt" || true) | grep -oE '[0-9]+$' || true)
     if [ "$rc" -eq 0 ] && [ "${msgs:-0}" -gt 0 ] && [ "${mism:-1}" -eq 0 ]; then
       res=ok; pass=$((pass + 1))

@@ -145,6 +145,10 @@ pub struct LoadgenArgs {
     /// Also write the results as JSON to this file.
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
+    /// Print a line every S seconds while the run goes (rate, latency p50/p99,
+    /// retransmissions of that interval; kept in --json); 0: none.
+    #[arg(long, value_name = "S", default_value_t = 1)]
+    pub interval: u32,
 }
 
 impl LoadgenArgs {

@@ -20,6 +20,20 @@ pub struct AppResult {
     pub report: Option<Report>,
     /// A server's report, refreshed every [`SERVER_PUBLISH_INTERVAL`].
     pub server: Option<ServerReport>,
+    /// A running client's report so far, refreshed every [`CLIENT_PROGRESS_INTERVAL`]
+    /// (the interval lines of `iwarpd loadgen`).
+    pub progress: Option<Progress>,
+}
+
+/// A client's report so far, when it was taken, and its core's TCP retransmissions then.
+#[derive(Clone, Debug)]
+pub struct Progress {
+    /// The core's time of the copy.
+    pub at: Instant,
+    /// The report so far.
+    pub report: Report,
+    /// TCP data segments the core retransmitted so far (all its connections).
+    pub retransmissions: u64,
 }
 
 /// Shared between an app and the control thread. Locked by the core only when a client
@@ -28,6 +42,10 @@ pub type Shared = Arc<Mutex<AppResult>>;
 
 /// How often a server publishes its report.
 pub const SERVER_PUBLISH_INTERVAL: Duration = Duration::from_millis(200);
+
+/// How often a running client publishes its progress (a copy of its report: an
+/// allocation every interval, never per message).
+pub const CLIENT_PROGRESS_INTERVAL: Duration = Duration::from_millis(100);
 
 /// Which app to build.
 pub enum Kind {
@@ -94,12 +112,28 @@ impl Deferred {
         }
     }
 
-    fn publish(&mut self, now: Instant, force: bool) {
+    fn publish(&mut self, now: Instant, engine: &Engine, force: bool) {
         match &self.built {
             Some(Built::Client(c)) if c.finished() && !self.done => {
                 self.done = true;
                 if let Ok(mut r) = self.shared.lock() {
                     r.report = Some(c.report());
+                }
+            }
+            Some(Built::Client(c)) if !self.done => {
+                let due = self
+                    .published_at
+                    .is_none_or(|t| now.saturating_since(t) >= CLIENT_PROGRESS_INTERVAL);
+                if due || force {
+                    self.published_at = Some(now);
+                    let p = Progress {
+                        at: now,
+                        report: c.report(),
+                        retransmissions: engine.counters_fast().tcp_retransmissions,
+                    };
+                    if let Ok(mut r) = self.shared.lock() {
+                        r.progress = Some(p);
+                    }
                 }
             }
             Some(Built::Server(s)) => {
@@ -141,7 +175,7 @@ impl<M: Memory> App<M> for Deferred {
             Some(Built::Client(c)) => App::<M>::poll(c.as_mut(), now, engine, mem),
             None => {}
         }
-        self.publish(now, false);
+        self.publish(now, engine, false);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
@@ -154,7 +188,7 @@ impl<M: Memory> App<M> for Deferred {
 
     fn shutdown(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
         self.kind = None;
-        self.publish(now, true);
+        self.publish(now, engine, true);
         match &mut self.built {
             Some(Built::Server(s)) => App::<M>::shutdown(s.as_mut(), now, engine, mem),
             Some(Built::Client(c)) => App::<M>::shutdown(c.as_mut(), now, engine, mem),

@@ -329,7 +329,12 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
     );
     let mut client = match (client_spec, &loadgen) {
-        (Some((spec, per_core)), Some(a)) => Some(ClientRun::new(spec, per_core, a.json.clone())),
+        (Some((spec, per_core)), Some(a)) => Some(ClientRun::new(
+            spec,
+            per_core,
+            a.json.clone(),
+            (a.interval > 0).then(|| StdDuration::from_secs(u64::from(a.interval))),
+        )),
         _ => None,
     };
     let mut capture_watch = CaptureWatch::new();

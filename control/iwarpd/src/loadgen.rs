@@ -14,8 +14,9 @@ use iwarp_runtime::{ControlHandle, Op as CoreOp};
 use iwarp_shm_mem::ShmMemory;
 use iwarp_types::Duration;
 
-use crate::apps::{AppResult, Deferred, Kind, Shared};
+use crate::apps::{AppResult, Deferred, Kind, Progress, Shared};
 use crate::daemon::Failure;
+use crate::loadgen_interval::{Interval, IntervalClock};
 use crate::ports::OpenPort;
 use tracing::info;
 
@@ -83,12 +84,22 @@ pub struct ClientRun {
     report: Option<Report>,
     rss_peak: u64,
     rss_start: u64,
+    /// The interval lines (none when `--interval 0`).
+    clock: Option<IntervalClock>,
 }
 
 impl ClientRun {
-    /// A run of `spec`, split as `per_core`, writing JSON to `json` if given.
-    pub fn new(spec: ClientSpec, per_core: Vec<ClientSpec>, json: Option<PathBuf>) -> ClientRun {
+    /// A run of `spec`, split as `per_core`, writing JSON to `json` if given, printing a
+    /// line every `interval` (None: no lines).
+    pub fn new(
+        spec: ClientSpec,
+        per_core: Vec<ClientSpec>,
+        json: Option<PathBuf>,
+        interval: Option<StdDuration>,
+    ) -> ClientRun {
+        let warmup_s = spec.warmup.as_millis() as f64 / 1000.0;
         ClientRun {
+            clock: interval.map(|every| IntervalClock::new(every, per_core.len(), warmup_s)),
             spec,
             per_core,
             json,
@@ -171,6 +182,17 @@ impl ClientRun {
             }
             State::Running(shared) => {
                 self.rss_peak = self.rss_peak.max(rss_bytes());
+                if let Some(clock) = &mut self.clock {
+                    if clock.due() {
+                        let snaps: Vec<Option<Progress>> = shared
+                            .iter()
+                            .map(|s| s.lock().ok().and_then(|r| r.progress.clone()))
+                            .collect();
+                        if let Some(line) = clock.take(&snaps) {
+                            println!("{line}");
+                        }
+                    }
+                }
                 let mut merged: Option<Report> = None;
                 for s in shared {
                     let r = s.lock().map_err(|_| Failure {
@@ -215,7 +237,9 @@ impl ClientRun {
             );
         }
         if let Some(path) = &self.json {
-            std::fs::write(path, r.to_json()).map_err(|e| Failure {
+            let intervals: &[Interval] = self.clock.as_ref().map_or(&[], |c| c.intervals());
+            let json = crate::loadgen_interval::report_json(r, intervals);
+            std::fs::write(path, json).map_err(|e| Failure {
                 message: format!("--json {}: {e}", path.display()),
                 code: 1,
             })?;

@@ -6,6 +6,7 @@ mod capture;
 mod daemon;
 mod link;
 mod loadgen;
+mod loadgen_interval;
 mod lock;
 mod log;
 mod metrics;

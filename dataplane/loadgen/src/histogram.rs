@@ -147,6 +147,25 @@ impl Histogram {
         self.max = self.max.max(other.max);
     }
 
+    /// The values recorded since `earlier` (an earlier copy of this histogram): bucket
+    /// counts subtracted; min and max are those of the buckets still holding values
+    /// (their bounds, clamped to this histogram's exact min and max).
+    pub fn since(&self, earlier: &Histogram) -> Histogram {
+        let mut h = Histogram::new();
+        for (i, (a, b)) in self.counts.iter().zip(earlier.counts.iter()).enumerate() {
+            let n = a.saturating_sub(*b);
+            if n > 0 {
+                let (lo, hi) = bucket_range(i);
+                h.min = h.min.min(lo.max(self.min));
+                h.max = h.max.max(hi.min(self.max));
+            }
+            h.counts[i] = n;
+        }
+        h.count = self.count.saturating_sub(earlier.count);
+        h.sum = self.sum.saturating_sub(earlier.sum);
+        h
+    }
+
     /// Forgets every value (no allocation).
     pub fn clear(&mut self) {
         self.counts.fill(0);
@@ -159,6 +178,34 @@ impl Histogram {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn since_keeps_what_came_after_the_copy() {
+        let mut h = Histogram::new();
+        for v in [10, 20, 30] {
+            h.record(v);
+        }
+        let before = h.clone();
+        for v in [1_000, 2_000, 3_000, 4_000] {
+            h.record(v);
+        }
+        let d = h.since(&before);
+        assert_eq!(d.count(), 4);
+        assert!(
+            d.quantile(0.5) >= 1_900 && d.quantile(0.5) <= 2_100,
+            "{}",
+            d.quantile(0.5)
+        );
+        assert!(
+            d.min() >= 900 && d.max() == 4_000,
+            "{} {}",
+            d.min(),
+            d.max()
+        );
+        assert!((d.mean() - 2_500.0).abs() < 1.0);
+        assert_eq!(h.since(&h).count(), 0);
+    }
+
     use super::*;
 
     #[test]
