@@ -104,15 +104,25 @@ impl IntervalClock {
             let Some(prev) = self.prev.get_mut(k) else {
                 continue;
             };
-            if let Some(p) = prev.as_ref() {
-                let d = cur.at.saturating_since(p.at).as_nanos() as f64 / 1e9;
-                seconds = seconds.max(d);
-                messages += cur.report.messages.saturating_sub(p.report.messages);
-                bytes += cur.report.bytes.saturating_sub(p.report.bytes);
-                retransmissions += cur.retransmissions.saturating_sub(p.retransmissions);
-                latency.merge(&cur.report.latency.since(&p.report.latency));
-                any = true;
+            match prev.as_ref() {
+                Some(p) => {
+                    let d = cur.at.saturating_since(p.at).as_nanos() as f64 / 1e9;
+                    seconds = seconds.max(d);
+                    messages += cur.report.messages.saturating_sub(p.report.messages);
+                    bytes += cur.report.bytes.saturating_sub(p.report.bytes);
+                    retransmissions += cur.retransmissions.saturating_sub(p.retransmissions);
+                    latency.merge(&cur.report.latency.since(&p.report.latency));
+                }
+                None => {
+                    // The core's first copy: everything since the run began, over the
+                    // control thread's interval (the core's start is not known here).
+                    seconds = seconds.max(end_s - self.last_end_s);
+                    messages += cur.report.messages;
+                    bytes += cur.report.bytes;
+                    latency.merge(&cur.report.latency);
+                }
             }
+            any = true;
             *prev = Some(cur.clone());
         }
         let start_s = self.last_end_s;
@@ -188,23 +198,28 @@ mod tests {
     fn an_interval_is_the_difference_of_two_snapshots_summed_over_cores() {
         let mut c = IntervalClock::new(StdDuration::ZERO, 2, 0.0);
         assert!(c.due());
-        // First snapshots: nothing to subtract.
-        assert!(c.take(&[Some(snap(0, 10, &[5_000], 1)), None]).is_none());
+        // First snapshots: everything so far (the first interval).
+        assert!(c.take(&[Some(snap(0, 10, &[5_000], 1)), None]).is_some());
+        assert!(
+            c.take(&[None, None]).is_none(),
+            "nothing published: no line"
+        );
         let l = c
             .take(&[
                 Some(snap(1_000, 1_010, &[5_000, 10_000, 10_000], 4)),
                 Some(snap(500, 7, &[], 0)),
             ])
             .expect("a line");
-        // Core 0: 1,000 messages of 1,000 B in 1 s; core 1: its first snapshot.
-        assert!((l.messages_per_s - 1_000.0).abs() < 1e-6, "{l}");
-        assert!((l.gbit_per_s - 0.008).abs() < 1e-9, "{l}");
+        // Core 0: 1,000 messages of 1,000 B in 1 s; core 1: its first copy, all of its
+        // 7 messages.
+        assert!((l.messages_per_s - 1_007.0).abs() < 1e-6, "{l}");
+        assert!((l.gbit_per_s - 0.008056).abs() < 1e-9, "{l}");
         assert_eq!(l.retransmissions, 3);
         assert!(l.p50_us > 9.0 && l.p50_us < 11.0, "{l}");
-        assert_eq!(c.intervals().len(), 1);
+        assert_eq!(c.intervals().len(), 2);
         let json = report_json(&Report::new(Op::Write, 1000, 1, 16, false), c.intervals());
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert_eq!(v["intervals"].as_array().unwrap().len(), 1);
+        assert_eq!(v["intervals"].as_array().unwrap().len(), 2);
         assert!(l.to_string().contains("retransmissions 3"), "{l}");
     }
 }
