@@ -257,6 +257,7 @@ impl Engine {
     /// For a QP destroyed during its close, instead of [`Engine::abort`]: the peer sees
     /// the close complete, as Linux's iw_cm lets a closing connection finish, not a reset.
     /// False (nothing done) if the close is not that far or the QP has no connection.
+    /// Not yet used by the shared-memory service (docs/INTEROP.md, "drop-in cells").
     pub fn release_closing_qp(&mut self, now: Instant, qp: QpId) -> bool {
         let Some(id) = self.qp_conn(qp) else {
             return false;

@@ -454,6 +454,15 @@ impl ShmService {
             }
             Q::Disconnect { client, qp } => {
                 self.own_qp(client, qp)?;
+                // The WRs the client posted before it asked to disconnect go first: its
+                // SQ ring is served on doorbells, and this request (on the control
+                // socket) can overtake them; a graceful close sends what was posted.
+                // Bounded: the ring holds at most its depth, served a burst at a time.
+                for _ in 0..=self.sq_ring_bursts(qp) {
+                    if !self.serve_sq(engine, qp) {
+                        break;
+                    }
+                }
                 engine.disconnect(now, qp)?;
                 Ok(ServiceReply::Done)
             }
@@ -553,9 +562,9 @@ impl ShmService {
         Ok(ServiceReply::Qp { qp: id, attr: got })
     }
 
-    /// Ends the QP's connection if it has one (a graceful close already past its FIN is
-    /// left to TCP to finish; anything else is aborted), destroys it, frees its doorbell
-    /// bits.
+    /// Aborts the QP's connection if it has one, destroys it, frees its doorbell bits.
+    /// (`Engine::release_closing_qp` would let a close past its FIN finish instead; not
+    /// wired yet, docs/INTEROP.md "drop-in cells".)
     fn destroy_qp(
         &mut self,
         now: Instant,
@@ -563,7 +572,7 @@ impl ShmService {
         qp: QpId,
     ) -> Result<bool, ServiceError> {
         let had_conn = engine.qp_conn(qp).is_some();
-        if had_conn && !engine.release_closing_qp(now, qp) {
+        if had_conn {
             let _ = engine.abort(now, qp);
         }
         engine.rnic_mut().destroy_qp(qp)?;

@@ -146,8 +146,15 @@ impl ShmService {
         self.cfg.ring_burst.max(1)
     }
 
+    /// Bursts it takes to serve a QP's whole SQ ring (0 for an unknown QP).
+    pub(crate) fn sq_ring_bursts(&self, qp: QpId) -> usize {
+        self.qps
+            .get(&qp)
+            .map_or(0, |q| q.sq.layout().entries() as usize / self.burst() + 1)
+    }
+
     /// Serves a QP's SQ; true if slots are left.
-    fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+    pub(crate) fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
         let Some(q) = self.qps.get(&qp) else {
             return false;
         };

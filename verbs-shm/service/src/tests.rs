@@ -814,3 +814,46 @@ fn resize_ends_the_old_sub_ring_with_a_marker() {
     // `write_signaled` numbers from 0 again.
     assert_eq!(new, [0, 1]);
 }
+
+/// A Disconnect that overtakes WRs already in the SQ ring (posted, doorbell not yet
+/// served) sends them first: the graceful close drains what was posted (the last RDMA
+/// WRITE of a write-latency run was lost this way, and the peer waited for it forever).
+#[test]
+fn disconnect_sends_the_wrs_posted_before_it() {
+    let mut w = World::new();
+    w.connect();
+    w.a.mem.arena_mut(RegionId(0))[64..69].copy_from_slice(b"last!");
+    let (stag_a, stag_b) = (w.a.stag, w.b.stag);
+    // In the ring, no doorbell: the service has not seen it when Disconnect comes.
+    w.a.sq
+        .push(&encode_send_wr(&SendWr {
+            wr_id: 0xa9,
+            op: SendOp::Write {
+                remote_to: 0x900,
+                rkey: stag_b,
+            },
+            sgl: sgl(64, 5, stag_a),
+            flags: SendFlags::SIGNALED,
+        }))
+        .unwrap();
+    let qp = w.a.qp;
+    w.a.call(ServiceRequest::Disconnect { client: 1, qp })
+        .unwrap();
+    let mut got = Vec::new();
+    assert!(w.run_until(|w| {
+        got.extend(w.a.cqes());
+        !got.is_empty()
+            && w.b.notices.iter().any(|n| {
+                matches!(
+                    n,
+                    ServiceNotice::Cm {
+                        event: CmNotice::Disconnected { .. },
+                        ..
+                    }
+                )
+            })
+    }));
+    assert_eq!(got[0].wr_id, 0xa9);
+    assert_eq!(got[0].status, WcStatus::Success);
+    assert_eq!(&w.b.mem.arena(RegionId(0))[0x900..0x905], b"last!");
+}
