@@ -24,40 +24,9 @@ runs=${BENCH_RUNS:-3}
 cargo build --release -q -p iwarpd -p iwarp-ibverbs -p iwarp-rdmacm -p iwarp-perf
 IWARPD=target/release/iwarpd
 PERF=target/release/iwarp-perf
-export IWARP_LIB_DIR=target/release/iwarp-rdma
-mkdir -p "$IWARP_LIB_DIR"
-ln -sfn ../libibverbs.so "$IWARP_LIB_DIR/libibverbs.so.1"
-ln -sfn ../librdmacm.so "$IWARP_LIB_DIR/librdmacm.so.1"
-id=$$
-tmp=$(mktemp -d /tmp/iwarpd-bench-dropin.XXXXXX)
-a=bdropin-a-$id; b=bdropin-b-$id
-sock=/run/iwarpd/bdropin-$id.memif
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  sleep 2
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
-ncpu=$(nproc)
-a_cpu=$(( ncpu > 1 ? 1 : 0 ))
-start() { # NAME CONFIG CPU ROLE IP
-  "$IWARPD" --config "$2" --name "$1" --core "$3" --device "net_memif0,role=$4,socket=$sock" \
-    --ip "$5/24" --set tcp.delayed_ack_us=0 --set loadgen.listen_port=0 --log-level warn \
-    > "$tmp/$1.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do
-    [ -S "/run/iwarpd/$1.verbs" ] && "$IWARPD" --name "$1" stats >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  cat "$tmp/$1.log"; echo "bench-dropin: daemon $1 did not come up"; exit 1
-}
-start "$a" config/examples/memif-server.toml "$a_cpu" server 198.18.0.1
-start "$b" config/examples/memif-client.toml 0 client 198.18.0.2
-mkdir -p "$tmp/a" "$tmp/b"
-ln -s "/run/iwarpd/$a.verbs" "$tmp/a/$a.verbs"
-ln -s "/run/iwarpd/$b.verbs" "$tmp/b/$b.verbs"
+PROFILE_DIR=target/release TAG=bdropin
+# shellcheck source=scripts/dropin-pair.sh
+. scripts/dropin-pair.sh
 sleep 1 # memif link up
 json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
 median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }

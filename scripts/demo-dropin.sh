@@ -21,43 +21,10 @@ else
   cargo build -q -p iwarpd -p iwarp-ibverbs -p iwarp-rdmacm
 fi
 IWARPD=target/$profile/iwarpd
-# The libraries of the same build.
-export IWARP_LIB_DIR=target/$profile/iwarp-rdma
-mkdir -p "$IWARP_LIB_DIR"
-ln -sfn ../libibverbs.so "$IWARP_LIB_DIR/libibverbs.so.1"
-ln -sfn ../librdmacm.so "$IWARP_LIB_DIR/librdmacm.so.1"
 pings=${DEMO_PINGS:-100}
-id=$$
-tmp=$(mktemp -d /tmp/iwarpd-dropin.XXXXXX)
-a=dropin-a-$id; b=dropin-b-$id
-sock=/run/iwarpd/dropin-$id.memif
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -INT "$p" 2>/dev/null || true; done
-  sleep 2
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  [ -n "${KEEP:-}" ] || rm -rf "$tmp"
-}
-trap cleanup EXIT
-ncpu=$(nproc)
-a_cpu=$(( ncpu > 1 ? 1 : 0 ))
-start() { # NAME CONFIG CPU ROLE IP
-  "$IWARPD" --config "$2" --name "$1" --core "$3" --device "net_memif0,role=$4,socket=$sock" \
-    --ip "$5/24" --set tcp.delayed_ack_us=0 --set loadgen.listen_port=0 --log-level warn \
-    > "$tmp/$1.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 200); do
-    [ -S "/run/iwarpd/$1.verbs" ] && "$IWARPD" --name "$1" stats >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
-  cat "$tmp/$1.log"; echo "demo-dropin: daemon $1 did not come up"; exit 1
-}
-start "$a" config/examples/memif-server.toml "$a_cpu" server 198.18.0.1
-start "$b" config/examples/memif-client.toml 0 client 198.18.0.2
-# One directory per side: each program sees its own daemon only.
-mkdir -p "$tmp/a" "$tmp/b"
-ln -s "/run/iwarpd/$a.verbs" "$tmp/a/$a.verbs"
-ln -s "/run/iwarpd/$b.verbs" "$tmp/b/$b.verbs"
+PROFILE_DIR=target/$profile TAG=dropin
+# shellcheck source=scripts/dropin-pair.sh
+. scripts/dropin-pair.sh
 
 passed=0; failed=0
 pass() { passed=$((passed + 1)); echo "demo-dropin: ok: $1"; }

@@ -155,6 +155,13 @@ impl IwEventChannel {
         true
     }
 
+    /// Resets the made-events eventfd (the queue just became empty).
+    fn reset_made_fd(&self) {
+        let mut v: u64 = 0;
+        // SAFETY: reading 8 bytes from our non-blocking eventfd resets it.
+        unsafe { libc::read(self.made_fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+    }
+
     /// Takes the made events of id `id` (being migrated to another channel), in order.
     pub(crate) fn take_made(&self, id: usize) -> Vec<MadeEvent> {
         let mut s = self.lock();
@@ -169,9 +176,7 @@ impl IwEventChannel {
         }
         s.made = kept;
         if s.made.is_empty() {
-            let mut v: u64 = 0;
-            // SAFETY: reading 8 bytes from our non-blocking eventfd resets it.
-            unsafe { libc::read(self.made_fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            self.reset_made_fd();
         }
         taken
     }
@@ -180,9 +185,7 @@ impl IwEventChannel {
         let mut s = self.lock();
         let e = s.made.pop_front();
         if e.is_some() && s.made.is_empty() {
-            let mut v: u64 = 0;
-            // SAFETY: reading 8 bytes from our non-blocking eventfd resets it.
-            unsafe { libc::read(self.made_fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
+            self.reset_made_fd();
         }
         e
     }

@@ -5,10 +5,11 @@
 
 use std::ffi::c_int;
 
-use crate::cm_channel::{device_pd, iwarp_rdma_get_cm_event};
+use crate::cm_channel::iwarp_rdma_get_cm_event;
 use crate::cm_id::{
     create_sync_id, err, id_of, iwarp_rdma_bind_addr, iwarp_rdma_create_qp, iwarp_rdma_destroy_id,
-    iwarp_rdma_destroy_qp, iwarp_rdma_resolve_addr, iwarp_rdma_resolve_route, last_errno, IwCmId,
+    iwarp_rdma_destroy_qp, iwarp_rdma_resolve_addr, iwarp_rdma_resolve_route, last_errno, pd_for,
+    IwCmId,
 };
 use crate::cm_sync::ack_sync_event;
 use crate::errno::set_errno;
@@ -221,17 +222,10 @@ pub unsafe extern "C" fn iwarp_rdma_create_srq(
         return err(WHAT, libc::EINVAL, "NULL attr");
     }
     // SAFETY: the application's id.
-    let (id_pd, id_srq) = unsafe { ((*id).pd, (*id).srq) };
-    if !id_srq.is_null() {
+    if !unsafe { (*id).srq }.is_null() {
         return err(WHAT, libc::EINVAL, "the id has an SRQ already");
     }
-    let pd = if !pd.is_null() {
-        pd
-    } else if !id_pd.is_null() {
-        id_pd
-    } else {
-        device_pd(i.chan().ctx)
-    };
+    let pd = pd_for(i, pd);
     // SAFETY: the caller's attributes.
     let srq = unsafe { crate::srq::iwarp_ibv_create_srq(pd, attr) };
     if srq.is_null() {

@@ -548,15 +548,7 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
         }
         made |= OWN_SEND_CQ;
     }
-    // SAFETY: the application's id (read through its pointer).
-    let id_pd = unsafe { (*id).pd };
-    let pd = if !pd.is_null() {
-        pd
-    } else if !id_pd.is_null() {
-        id_pd
-    } else {
-        device_pd(ctx)
-    };
+    let pd = pd_for(i, pd);
     a.qp_type = sys::IBV_QPT_RC;
     let qp = if i.passive {
         create_qp_with(WHAT, pd, attr, |pd, qa| i.client.create_qp(pd, qa))
@@ -580,6 +572,22 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
         (*id).recv_cq_channel = (*a.recv_cq).channel;
     }
     0
+}
+
+/// The PD a CM verb uses (as librdmacm): the caller's, else the id's (`id->pd`), else
+/// the device's.
+pub(crate) fn pd_for(i: &IwCmId, pd: *mut sys::ibv_pd) -> *mut sys::ibv_pd {
+    if !pd.is_null() {
+        return pd;
+    }
+    // SAFETY: the application's id (read through its pointer: the application writes it
+    // too).
+    let id_pd = unsafe { (*i.raw()).pd };
+    if id_pd.is_null() {
+        device_pd(i.chan().ctx)
+    } else {
+        id_pd
+    }
 }
 
 /// A CQ of `wrs` entries (at least 1) on a new completion channel, for `rdma_create_qp`;
