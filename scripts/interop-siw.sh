@@ -777,6 +777,9 @@ cell_perftest_act() {
         local gout=""
         for _ in $(seq 40); do
             gout=$(guest "cat $gl; pgrep -x ib_$tool >/dev/null && echo STILL-RUNNING")
+            # Nothing at all: the read through run-in-guest failed (seen once with a clean
+            # exchange on the wire); read again.
+            [ -z "$gout" ] && { sleep 0.5; continue; }
             echo "$gout" | grep -q STILL-RUNNING || break
             sleep 0.5
         done
@@ -897,6 +900,7 @@ cell_dropin_perftest_act() {
         local gout=""
         for _ in $(seq 40); do
             gout=$(guest "cat $gl; pgrep -x ib_$tool >/dev/null && echo STILL-RUNNING")
+            [ -z "$gout" ] && { sleep 0.5; continue; } # the read failed: again
             grep -q STILL-RUNNING <<<"$gout" || break
             sleep 0.5
         done
