@@ -5,12 +5,13 @@
 use std::ffi::{c_int, c_void};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use iwarp_verbs::{CompChannel, Cq, Cqe, Error, WcOpcode, WcStatus, EMPTY_CQE};
 
 use crate::context::IwContext;
 use crate::errno::{fail, fail_with, set_errno};
+use crate::inline::InlineSq;
 use crate::object::{free, from_raw, into_raw, Wrapped};
 use crate::sys;
 
@@ -171,6 +172,40 @@ pub(crate) struct IwCq {
     channel: Option<&'static IwChannel>,
     /// QPs using it.
     pub(crate) users: AtomicU32,
+    /// The inline trackers of the QPs whose send CQ it is (QP number, tracker); its
+    /// send completions retire their WRs (crate::inline). Read under `client`'s lock.
+    inline_sqs: Mutex<Vec<(u32, Arc<InlineSq>)>>,
+    /// `inline_sqs` is not empty: polls of CQs without inline QPs skip the lock.
+    has_inline: std::sync::atomic::AtomicBool,
+}
+
+impl IwCq {
+    /// Send completions of QP `qp_num` now retire the WRs of `sq`.
+    pub(crate) fn track_inline(&self, qp_num: u32, sq: Arc<InlineSq>) {
+        let mut l = self.inline_sqs.lock().unwrap_or_else(|e| e.into_inner());
+        l.push((qp_num, sq));
+        self.has_inline.store(true, Ordering::Release);
+    }
+
+    /// QP `qp_num` is gone.
+    pub(crate) fn untrack_inline(&self, qp_num: u32) {
+        let mut l = self.inline_sqs.lock().unwrap_or_else(|e| e.into_inner());
+        l.retain(|(q, _)| *q != qp_num);
+        self.has_inline.store(!l.is_empty(), Ordering::Release);
+    }
+
+    /// Retires, in the inline trackers, the send WRs completed by `cqes`.
+    fn retire_inline(&self, cqes: &[Cqe]) {
+        if !self.has_inline.load(Ordering::Acquire) {
+            return;
+        }
+        let l = self.inline_sqs.lock().unwrap_or_else(|e| e.into_inner());
+        for c in cqes.iter().filter(|c| c.opcode != WcOpcode::Recv) {
+            if let Some((_, sq)) = l.iter().find(|(q, _)| *q == c.qp.0) {
+                sq.note_completed();
+            }
+        }
+    }
 }
 
 impl Wrapped for IwCq {
@@ -245,6 +280,8 @@ pub extern "C" fn iwarp_ibv_create_cq(
         client: Mutex::new(client),
         channel: ch,
         users: AtomicU32::new(0),
+        inline_sqs: Mutex::new(Vec::new()),
+        has_inline: std::sync::atomic::AtomicBool::new(false),
     });
     if let Some(ch) = ch {
         ch.cqs
@@ -389,6 +426,7 @@ pub(crate) unsafe extern "C" fn poll_cq_op(
             // SAFETY: wc holds num_entries entries; done + i < num_entries.
             unsafe { *wc.add(done + i) = to_wc(c) };
         }
+        q.retire_inline(&buf[..got]);
         done += got;
         if got < n {
             break;

@@ -31,6 +31,7 @@ mod debug;
 mod device;
 mod errno;
 mod fdwrap;
+mod inline;
 mod mw;
 mod object;
 mod ops;

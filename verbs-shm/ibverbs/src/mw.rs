@@ -1,13 +1,15 @@
 //! Memory windows through the context's ops table (`ibv_alloc_mw`, `ibv_bind_mw`,
 //! `ibv_dealloc_mw` are the header's inline functions): type 1 and type 2 windows of the
 //! client library. `ibv_bind_mw` binds a type 1 window by the client's bind verb: it has
-//! taken effect when the call returns, and makes no completion.
+//! taken effect when the call returns, and makes no completion. A type 2 window is bound
+//! by a Bind WR (`IBV_WR_BIND_MW` through `ibv_post_send`, [`bind_wr_op`]): it completes
+//! as `IBV_WC_BIND_MW` on the send CQ, in order with the QP's other WRs.
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use iwarp_verbs::{Access, Mw, MwKind};
+use iwarp_verbs::{Access, Mw, MwKind, SendOp};
 
 use crate::errno::{fail, fail_with};
 use crate::object::{free, from_raw, hold, into_raw, Wrapped};
@@ -154,4 +156,42 @@ pub(crate) unsafe extern "C" fn bind_mw_op(
         }
         Err(e) => fail(WHAT, &e),
     }
+}
+
+/// The operation of an `IBV_WR_BIND_MW` WR (a type 2 window; `bind.rkey` is the window's
+/// new key, `ibv_inc_rkey(mw->rkey)` by convention: its index must be the window's), or
+/// the errno. The application keeps the new rkey, as with rdma-core's providers.
+pub(crate) fn bind_wr_op(
+    bind: &sys::ibv_send_wr__bindgen_ty_4__bindgen_ty_1,
+) -> Result<SendOp, c_int> {
+    let Some(w) = from_raw::<IwMw>(bind.mw) else {
+        return Err(libc::EINVAL);
+    };
+    if w.mw.type_ != sys::IBV_MW_TYPE_2 {
+        // A type 1 window is bound with ibv_bind_mw.
+        return Err(libc::EINVAL);
+    }
+    let info = bind.bind_info;
+    // Invalidating a type 2 window is IBV_WR_LOCAL_INV (or a SEND_WITH_INV), not an
+    // empty bind.
+    let Some(m) = from_raw::<IwMr>(info.mr) else {
+        return Err(libc::EINVAL);
+    };
+    let access = window_access(info.mw_access_flags).map_err(|_| libc::EINVAL)?;
+    let zero_based = info.mw_access_flags & sys::IBV_ACCESS_ZERO_BASED != 0;
+    let guard = w.client.lock().unwrap_or_else(|e| e.into_inner());
+    let Some(c) = guard.as_ref() else {
+        return Err(libc::EINVAL);
+    };
+    if bind.rkey >> 8 != c.rkey().0 >> 8 {
+        return Err(libc::EINVAL);
+    }
+    Ok(c.bind_op(
+        bind.rkey as u8,
+        &m.lock(),
+        info.addr,
+        info.length,
+        access,
+        zero_based,
+    ))
 }

@@ -9,7 +9,7 @@
 
 use std::ffi::c_int;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use iwarp_verbs::{
     Error, Pd, Qp, QpCap, QpInitAttr, QpModifyReq, QpStateValue, RecvWr, SendFlags, SendOp, SendWr,
@@ -18,6 +18,7 @@ use iwarp_verbs::{
 
 use crate::cq::IwCq;
 use crate::errno::{errno_of, fail, fail_with};
+use crate::inline::{InlineSq, MAX_INLINE_DATA};
 use crate::object::{free, from_raw, hold, into_raw, Wrapped};
 use crate::pd::IwPd;
 use crate::srq::IwSrq;
@@ -37,6 +38,8 @@ pub(crate) struct IwQp {
     /// The state shown while the daemon's QP is Idle (`IBV_QPS_*`).
     idle_state: AtomicU32,
     sq_sig_all: bool,
+    /// The staging area of inline WRs, when `max_inline_data` was asked (crate::inline).
+    inline: Option<Arc<InlineSq>>,
 }
 
 impl Wrapped for IwQp {
@@ -100,8 +103,16 @@ pub(crate) fn create_qp_with(
         );
         return std::ptr::null_mut();
     };
-    if a.cap.max_inline_data > 0 {
-        crate::debug::debug!("{what}: inline data is not supported yet: max_inline_data 0");
+    if a.cap.max_inline_data > MAX_INLINE_DATA {
+        fail_with(
+            what,
+            libc::EINVAL,
+            &format!(
+                "max_inline_data {} above the device's {MAX_INLINE_DATA}",
+                a.cap.max_inline_data
+            ),
+        );
+        return std::ptr::null_mut();
     }
     let cap = QpCap {
         max_send_wr: a.cap.max_send_wr.max(1),
@@ -140,11 +151,22 @@ pub(crate) fn create_qp_with(
         }
     };
     let got = client.cap();
+    let inline = if a.cap.max_inline_data > 0 {
+        match InlineSq::new(&p.client, got.max_send_wr, a.cap.max_inline_data) {
+            Ok(i) => Some(Arc::new(i)),
+            Err(e) => {
+                fail(what, &e);
+                return std::ptr::null_mut();
+            }
+        }
+    } else {
+        None
+    };
     a.cap.max_send_wr = got.max_send_wr;
     a.cap.max_recv_wr = got.max_recv_wr;
     a.cap.max_send_sge = got.max_send_sge;
     a.cap.max_recv_sge = got.max_recv_sge;
-    a.cap.max_inline_data = 0;
+    a.cap.max_inline_data = inline.as_ref().map_or(0, |i| i.max_inline());
     let (pd_ref, scq_ref, rcq_ref) = (hold(p), hold(scq), hold(rcq));
     let srq_ref = srq.map(hold);
     let qp_num = client.qp_num();
@@ -170,7 +192,11 @@ pub(crate) fn create_qp_with(
         srq: srq_ref,
         idle_state: AtomicU32::new(sys::IBV_QPS_RESET),
         sq_sig_all: a.sq_sig_all != 0,
+        inline: inline.clone(),
     });
+    if let Some(i) = inline {
+        scq.track_inline(qp_num, i);
+    }
     if let Some(c) = crate::context::IwContext::from_ptr(p.pd.context) {
         c.register(crate::context::ObjKind::Qp, qp_num, p_qp as usize);
     }
@@ -198,6 +224,9 @@ pub extern "C" fn iwarp_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
         c.unregister(crate::context::ObjKind::Qp, q.qp.qp_num);
     }
     q.pd.users.fetch_sub(1, Ordering::AcqRel);
+    if q.inline.is_some() {
+        q.send_cq.untrack_inline(q.qp.qp_num);
+    }
     q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
     q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);
     if let Some(s) = q.srq {
@@ -316,7 +345,7 @@ pub unsafe extern "C" fn iwarp_ibv_query_qp(
         max_recv_wr: info.cap.max_recv_wr,
         max_send_sge: info.cap.max_send_sge,
         max_recv_sge: info.cap.max_recv_sge,
-        max_inline_data: 0,
+        max_inline_data: q.inline.as_ref().map_or(0, |i| i.max_inline()),
     };
     // SAFETY: the caller's structures.
     unsafe {
@@ -377,16 +406,23 @@ pub(crate) unsafe fn sgl(sg_list: *const sys::ibv_sge, num_sge: c_int) -> Result
 }
 
 /// The library's send WR of rdma-core's (its `next` is not followed), or the errno.
+/// `staged`: the SGL of the WR's inline bytes, already copied (`IBV_SEND_INLINE`).
 ///
 /// # Safety
 ///
 /// `wr.sg_list` points to `wr.num_sge` SGEs.
-pub(crate) unsafe fn send_wr(wr: &sys::ibv_send_wr) -> Result<SendWr, c_int> {
+pub(crate) unsafe fn send_wr(
+    wr: &sys::ibv_send_wr,
+    staged: Option<SgList>,
+) -> Result<SendWr, c_int> {
     let f = wr.send_flags;
-    if f & (sys::IBV_SEND_INLINE | sys::IBV_SEND_IP_CSUM) != 0 {
+    if f & sys::IBV_SEND_IP_CSUM != 0 || (f & sys::IBV_SEND_INLINE != 0) != staged.is_some() {
         return Err(libc::EINVAL);
     }
-    let known = sys::IBV_SEND_FENCE | sys::IBV_SEND_SIGNALED | sys::IBV_SEND_SOLICITED;
+    let known = sys::IBV_SEND_FENCE
+        | sys::IBV_SEND_SIGNALED
+        | sys::IBV_SEND_SOLICITED
+        | sys::IBV_SEND_INLINE;
     if f & !known != 0 {
         return Err(libc::EINVAL);
     }
@@ -413,10 +449,23 @@ pub(crate) unsafe fn send_wr(wr: &sys::ibv_send_wr) -> Result<SendWr, c_int> {
             invalidate_local: false,
         },
         sys::IBV_WR_LOCAL_INV => SendOp::LocalInv { stag: Stag(inv) },
-        // Immediate data, atomics, TSO, binds through a WR (ibv_bind_mw is the way):
-        // what an iWARP provider refuses.
+        // SAFETY: the union member IBV_WR_BIND_MW selects (a pointer and integers).
+        sys::IBV_WR_BIND_MW => crate::mw::bind_wr_op(unsafe { &wr.__bindgen_anon_2.bind_mw })?,
+        // Immediate data, atomics, TSO: what an iWARP provider refuses.
         _ => return Err(libc::EINVAL),
     };
+    let data = matches!(
+        op,
+        SendOp::Send
+            | SendOp::SendSe
+            | SendOp::SendInv { .. }
+            | SendOp::SendSeInv { .. }
+            | SendOp::Write { .. }
+    );
+    if staged.is_some() && !data {
+        // Inline bytes go out; a READ's SGL is where they come in.
+        return Err(libc::EINVAL);
+    }
     let mut flags = SendFlags::NONE;
     if f & sys::IBV_SEND_SIGNALED != 0 {
         flags = SendFlags(flags.0 | SendFlags::SIGNALED.0);
@@ -424,11 +473,19 @@ pub(crate) unsafe fn send_wr(wr: &sys::ibv_send_wr) -> Result<SendWr, c_int> {
     if f & sys::IBV_SEND_FENCE != 0 {
         flags = SendFlags(flags.0 | SendFlags::READ_FENCE.0);
     }
+    let sgl = match staged {
+        Some(l) => l,
+        None if data || matches!(op, SendOp::Read { .. }) => {
+            // SAFETY: the caller's contract.
+            unsafe { sgl(wr.sg_list, wr.num_sge) }?
+        }
+        // Binds and invalidations carry no data: their SGL is not read.
+        None => SgList::new(),
+    };
     Ok(SendWr {
         wr_id: wr.wr_id,
         op,
-        // SAFETY: the caller's contract.
-        sgl: unsafe { sgl(wr.sg_list, wr.num_sge) }?,
+        sgl,
         flags,
     })
 }
@@ -444,14 +501,16 @@ pub(crate) unsafe extern "C" fn post_send_op(
         return fail_with("ibv_post_send", libc::EINVAL, "not a QP of this library");
     };
     let mut client = q.client.lock().unwrap_or_else(|e| e.into_inner());
+    let mut track = q.inline.as_ref().map(|i| (i, i.lock()));
     let mut cur = wr;
     while !cur.is_null() {
         // SAFETY: the application's WR list.
         let w = unsafe { &*cur };
+        let signaled = q.sq_sig_all || w.send_flags & sys::IBV_SEND_SIGNALED != 0;
         // SAFETY: `w` is the application's WR (ibv_post_send(3)): its sg_list holds
-        // num_sge readable entries, which `send_wr` reads after checking the count.
-        let wr = unsafe { send_wr(w) };
-        let r = wr.and_then(|s| client.post_send(&s).map_err(|e| post_errno(&e)));
+        // num_sge readable entries (with IBV_SEND_INLINE, each naming readable bytes),
+        // which `stage` and `send_wr` read after checking the count.
+        let r = unsafe { post_one(&mut client, track.as_mut(), w, signaled) };
         if let Err(n) = r {
             if !bad_wr.is_null() {
                 // SAFETY: the caller's output pointer.
@@ -462,6 +521,54 @@ pub(crate) unsafe extern "C" fn post_send_op(
         cur = w.next;
     }
     0
+}
+
+/// Posts one send WR: its inline bytes staged first when `IBV_SEND_INLINE` asks, and
+/// noted in the QP's inline tracker when it has one.
+///
+/// # Safety
+///
+/// As [`send_wr`]; with `IBV_SEND_INLINE`, as [`InlineSq::stage`].
+unsafe fn post_one(
+    client: &mut Qp,
+    track: Option<&mut (
+        &Arc<InlineSq>,
+        std::sync::MutexGuard<'_, crate::inline::Track>,
+    )>,
+    w: &sys::ibv_send_wr,
+    signaled: bool,
+) -> Result<(), c_int> {
+    let inline = w.send_flags & sys::IBV_SEND_INLINE != 0;
+    let Some((sq, t)) = track else {
+        if inline {
+            // max_inline_data 0: as a provider refuses inline bytes over its limit.
+            return Err(libc::EINVAL);
+        }
+        // SAFETY: the caller's contract.
+        let s = unsafe { send_wr(w, None) }?;
+        return client.post_send(&s).map_err(|e| post_errno(&e));
+    };
+    let staged = if inline {
+        if w.num_sge < 0 || w.num_sge as usize > MAX_SGE || (w.num_sge > 0 && w.sg_list.is_null()) {
+            return Err(libc::EINVAL);
+        }
+        let sges: &[sys::ibv_sge] = if w.num_sge == 0 {
+            &[]
+        } else {
+            // SAFETY: the caller's contract: num_sge entries, checked above.
+            unsafe { std::slice::from_raw_parts(w.sg_list, w.num_sge as usize) }
+        };
+        // SAFETY: the caller's contract.
+        Some(unsafe { sq.stage(t, sges) }?)
+    } else {
+        sq.check_room(t)?;
+        None
+    };
+    // SAFETY: the caller's contract.
+    let s = unsafe { send_wr(w, staged) }?;
+    client.post_send(&s).map_err(|e| post_errno(&e))?;
+    t.seq.note_posted(signaled);
+    Ok(())
 }
 
 /// `ibv_context_ops::post_recv`: like `post_send_op` for the RQ.

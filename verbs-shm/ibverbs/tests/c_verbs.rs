@@ -210,3 +210,17 @@ fn synchronous_endpoints_and_migrate_through_rdma_verbs_h() {
     }
     run_pair("rc_ep", "rcep", "7302", &[]);
 }
+
+/// `rc_inline`: inline SENDs and WRITEs (`IBV_SEND_INLINE`) from a stack buffer scribbled
+/// over after each post, through an SQ of 16 that fills (`ENOMEM`, then completions
+/// polled), every message checked; a type 2 window bound by an `IBV_WR_BIND_MW` WR
+/// (`IBV_WC_BIND_MW`) and written through; the refusals (`EINVAL`). Inline WRs and
+/// `IBV_WR_BIND_MW` answered `EINVAL` before.
+#[test]
+fn inline_data_and_bind_mw_work_requests() {
+    if !can_run_daemons("inline_data_and_bind_mw_work_requests") {
+        return;
+    }
+    let (client, _) = run_pair("rc_inline", "rcinl", "7303", &[]);
+    assert!(client.contains("SQ full"), "{client}");
+}
