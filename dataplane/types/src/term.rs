@@ -39,6 +39,15 @@ impl TermCode {
         ((self.layer as u16 & 0xf) << 12) | ((self.etype as u16 & 0xf) << 8) | self.ecode as u16
     }
 
+    /// A protection error at the peer: RDMAP Remote Protection Error (error type 1) or
+    /// a DDP Tagged Buffer Error other than an invalid version (RFC 5040 figure 9,
+    /// RFC 5041 section 7.2): an STag, bounds, rights or wrap fault, what a provider
+    /// reports as a remote access error (`IBV_WC_REM_ACCESS_ERR`).
+    pub const fn is_remote_protection(self) -> bool {
+        (self.layer == TermLayer::Rdmap as u8 && self.etype == 1)
+            || (self.layer == TermLayer::Ddp as u8 && self.etype == 1 && self.ecode != 0x04)
+    }
+
     /// From the 16-bit notation.
     pub const fn from_u16(v: u16) -> TermCode {
         TermCode {
@@ -135,5 +144,33 @@ mod tests {
             TermCode::from_u16(0x0206),
             TermCode::RDMAP_UNEXPECTED_OPCODE
         );
+    }
+
+    #[test]
+    fn protection_errors_are_the_remote_access_class() {
+        for c in [
+            TermCode::RDMAP_INVALID_STAG,
+            TermCode::RDMAP_BASE_BOUNDS,
+            TermCode::RDMAP_ACCESS_RIGHTS,
+            TermCode::RDMAP_STAG_NOT_ASSOCIATED,
+            TermCode::RDMAP_TO_WRAP,
+            TermCode::RDMAP_PROT_UNSPECIFIED,
+            TermCode::DDP_TAGGED_INVALID_STAG,
+            TermCode::DDP_TAGGED_BASE_BOUNDS,
+            TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED,
+            TermCode::DDP_TAGGED_TO_WRAP,
+        ] {
+            assert!(c.is_remote_protection(), "{c:?}");
+        }
+        for c in [
+            TermCode::DDP_TAGGED_INVALID_VERSION,
+            TermCode::DDP_UNTAGGED_NO_BUFFER,
+            TermCode::DDP_UNTAGGED_TOO_LONG,
+            TermCode::RDMAP_UNEXPECTED_OPCODE,
+            TermCode::RDMAP_LOCAL_CATASTROPHIC,
+            TermCode::LLP_CRC,
+        ] {
+            assert!(!c.is_remote_protection(), "{c:?}");
+        }
     }
 }

@@ -20,7 +20,7 @@ mod tx;
 
 use std::collections::VecDeque;
 
-use iwarp_types::{ConnId, PdId, QpId, QpState, RecvWr, Stag};
+use iwarp_types::{ConnId, PdId, QpId, QpState, RecvWr, Stag, WcStatus};
 
 pub use attr::{
     LlpEvent, LlpParams, LlpRequest, LlpRole, QpAttr, QpCounters, QpInfo, QpModify, RtrKind,
@@ -142,8 +142,8 @@ pub(crate) struct Qp {
     /// The peer's Terminate received after this end sent one (Query QP).
     pub term_peer_record: Option<TermRecord>,
     pub term_cause: Option<TermCause>,
-    /// SQ WQE a received Terminate relates to.
-    pub term_related_seq: Option<u64>,
+    /// SQ WQE a received Terminate relates to, and the status it completes with.
+    pub term_related: Option<(u64, WcStatus)>,
     /// Pending request to the LLP.
     pub llp_request: Option<LlpRequest>,
     /// Zero-length RTR still to send.
@@ -200,7 +200,7 @@ impl Qp {
             term_record: None,
             term_peer_record: None,
             term_cause: None,
-            term_related_seq: None,
+            term_related: None,
             llp_request: None,
             rtr_tx: None,
             rtr_expected: None,
@@ -229,7 +229,7 @@ impl Qp {
         self.term_record = None;
         self.term_peer_record = None;
         self.term_cause = None;
-        self.term_related_seq = None;
+        self.term_related = None;
         self.llp_request = None;
         self.rtr_tx = None;
         self.rtr_expected = None;

@@ -204,10 +204,11 @@ impl Qp {
         }
     }
 
-    /// Completes every outstanding SQ WQE with `Flushed` (or `RemoteTermination` for the
-    /// one a received Terminate relates to), signaled or not, and empties the queue.
+    /// Completes every outstanding SQ WQE with `Flushed` (or, for the one a received
+    /// Terminate relates to, `RemoteAccessError` or `RemoteTermination`), signaled or not,
+    /// and empties the queue.
     pub(crate) fn sq_flush(&mut self, ctx: &mut Ctx<'_>) {
-        let related = self.term_related_seq.take();
+        let related = self.term_related.take();
         while let Some(e) = self.sq.q.pop_front() {
             if e.reported {
                 continue;
@@ -215,7 +216,9 @@ impl Qp {
             let status = match e.phase {
                 SqPhase::Done(WcStatus::Success) if !e.signaled() => continue,
                 SqPhase::Done(s) => s,
-                _ if related == Some(e.seq) => WcStatus::RemoteTermination,
+                _ if related.is_some_and(|(seq, _)| seq == e.seq) => {
+                    related.map_or(WcStatus::RemoteTermination, |(_, s)| s)
+                }
                 _ => WcStatus::Flushed,
             };
             ctx.complete(self.attr.send_cq, sq_cqe(&e, status, self.cqe_qp));

@@ -103,7 +103,9 @@ impl Qp {
 
     /// A Terminate was received: no Terminate is sent back (verbs 6.2.2.3); the WR it
     /// most likely relates to (the oldest one on the wire) completes with Remote
-    /// Termination when the QP is flushed.
+    /// Termination when the QP is flushed, or with Remote Access Error when the
+    /// Terminate reports a protection error (`TermCode::is_remote_protection`), as
+    /// hardware iWARP providers tell them apart (`IBV_WC_REM_ACCESS_ERR`).
     pub(crate) fn terminate_received(&mut self, ctx: &mut Ctx<'_>, ulpdu: &[u8]) {
         self.counters.terms_received += 1;
         let code = crate::qp::rx::parse_term_code(ulpdu);
@@ -123,7 +125,12 @@ impl Qp {
             ctx.qp_event(self.id, AsyncEventKind::BadClose);
             return;
         }
-        self.term_related_seq = self
+        let status = if code.is_remote_protection() {
+            WcStatus::RemoteAccessError
+        } else {
+            WcStatus::RemoteTermination
+        };
+        self.term_related = self
             .sq
             .q
             .iter()
@@ -133,7 +140,7 @@ impl Qp {
                     crate::qp::sq::SqPhase::Posted | crate::qp::sq::SqPhase::Done(_)
                 )
             })
-            .map(|e| e.seq);
+            .map(|e| (e.seq, status));
         self.term_record = Some(record);
         self.term_cause = Some(TermCause::Received);
         self.state = QpState::Terminate;

@@ -223,11 +223,9 @@ int main(int argc, char **argv)
 			int n;
 			while ((n = ibv_poll_cq(cq, 1, &wc)) == 0)
 				;
-			/* A Terminate answered the WRITE: the completion says a remote error
-			 * (the library's status, in vendor_err, does not carry its code). */
-			CHECK(n == 1 && wc.wr_id == 20 &&
-				      (wc.status == IBV_WC_REM_ACCESS_ERR ||
-				       wc.status == IBV_WC_REM_OP_ERR),
+			/* A Terminate answered the WRITE with a protection error (invalid
+			 * STag): the completion says a remote access error. */
+			CHECK(n == 1 && wc.wr_id == 20 && wc.status == IBV_WC_REM_ACCESS_ERR,
 			      "bad-key WRITE: %s (vendor_err %u)", ibv_wc_status_str(wc.status),
 			      wc.vendor_err);
 			expect_async(id, IBV_EVENT_QP_FATAL);
