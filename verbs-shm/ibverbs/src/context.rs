@@ -31,6 +31,8 @@ pub(crate) struct IwContext {
     /// The QPs and CQs of the context by the daemon's handle, for async events (bounded
     /// by the daemon's limits on QPs and CQs).
     objects: std::sync::Mutex<Vec<(ObjKind, u32, usize)>>,
+    /// `IBV_EVENT_DEVICE_FATAL` was handed out (the daemon is gone): later calls get EIO.
+    fatal_reported: std::sync::atomic::AtomicBool,
 }
 
 /// What an entry of [`IwContext`]'s object table is.
@@ -123,6 +125,7 @@ pub extern "C" fn iwarp_ibv_open_device(dev: *mut sys::ibv_device) -> *mut sys::
         device,
         async_fd,
         objects: std::sync::Mutex::new(Vec::new()),
+        fatal_reported: std::sync::atomic::AtomicBool::new(false),
     });
     let v = &mut b.vctx;
     v.sz = size_of::<sys::verbs_context>();
@@ -615,6 +618,20 @@ pub unsafe extern "C" fn iwarp_ibv_get_async_event(
                 crate::fdwrap::wait_readable(c.vctx.context.async_fd);
                 continue;
             }
+            Err(iwarp_verbs::Error::DaemonGone)
+                if !c
+                    .fatal_reported
+                    .swap(true, std::sync::atomic::Ordering::AcqRel) =>
+            {
+                // The device is gone: said once, as a provider reports a dead device.
+                let ev = sys::ibv_async_event {
+                    event_type: sys::IBV_EVENT_DEVICE_FATAL,
+                    ..Default::default()
+                };
+                // SAFETY: the caller's event structure.
+                unsafe { *event = ev };
+                return 0;
+            }
             Err(e) => {
                 fail(WHAT, &e);
                 return -1;
@@ -637,7 +654,8 @@ pub unsafe extern "C" fn iwarp_ibv_get_async_event(
             }
             (iwarp_verbs::EventResourceRef::Device, Some(_)) => {
                 ev.event_type = sys::IBV_EVENT_DEVICE_FATAL;
-                true
+                !c.fatal_reported
+                    .swap(true, std::sync::atomic::Ordering::AcqRel)
             }
             (iwarp_verbs::EventResourceRef::Srq(h), Some(t)) => {
                 ev.event_type = t;
@@ -659,32 +677,6 @@ pub unsafe extern "C" fn iwarp_ibv_get_async_event(
 /// object never waits for acknowledgements here).
 #[no_mangle]
 pub extern "C" fn iwarp_ibv_ack_async_event(_event: *mut sys::ibv_async_event) {}
-
-/// `int ibv_fork_init(void)`: 0. Registered memory is a shared mapping (the client
-/// library remaps it onto a memfd), so a child's copy-on-write never moves it under the
-/// daemon: nothing to prepare.
-#[no_mangle]
-pub extern "C" fn iwarp_ibv_fork_init() -> c_int {
-    0
-}
-
-/// `enum ibv_fork_status ibv_is_fork_initialized(void)`: `IBV_FORK_UNNEEDED`.
-#[no_mangle]
-pub extern "C" fn iwarp_ibv_is_fork_initialized() -> c_int {
-    sys::IBV_FORK_UNNEEDED as c_int
-}
-
-/// `int ibv_dontfork_range(void *base, size_t size)`: 0 (see `ibv_fork_init`).
-#[no_mangle]
-pub extern "C" fn iwarp_ibv_dontfork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
-}
-
-/// `int ibv_dofork_range(void *base, size_t size)`: 0 (see `ibv_fork_init`).
-#[no_mangle]
-pub extern "C" fn iwarp_ibv_dofork_range(_base: *mut c_void, _size: usize) -> c_int {
-    0
-}
 
 #[cfg(test)]
 mod tests {

@@ -31,6 +31,7 @@ mod debug;
 mod device;
 mod errno;
 mod fdwrap;
+mod fork;
 mod inline;
 mod mw;
 mod object;

@@ -188,6 +188,7 @@ fn reg(
             return std::ptr::null_mut();
         }
     };
+    crate::fork::registered(addr, len);
     let pd_ref = hold(p);
     let key = client.lkey().0;
     into_raw(IwMr {
@@ -318,6 +319,9 @@ pub extern "C" fn iwarp_ibv_rereg_mr(
     if let Err(e) = r {
         fail(WHAT, &e);
         return ERR_CMD;
+    }
+    if translation {
+        crate::fork::registered(addr, len);
     }
     let key = client.lkey().0;
     // SAFETY: the application's MR (ours); its fields are the provider's to update.

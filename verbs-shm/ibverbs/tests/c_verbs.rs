@@ -224,3 +224,89 @@ fn inline_data_and_bind_mw_work_requests() {
     let (client, _) = run_pair("rc_inline", "rcinl", "7303", &[]);
     assert!(client.contains("SQ full"), "{client}");
 }
+
+/// `edges local`: illegal QP transitions, malformed WRs (`EINVAL`, `bad_wr`, nothing
+/// posted), a CQ overrun (`IBV_EVENT_CQ_ERR` naming the CQ), fork after `ibv_fork_init`
+/// (the child has no access to registered pages; the parent's bytes intact).
+#[test]
+fn edges_transitions_bad_wrs_cq_overrun_fork() {
+    if !can_run_daemons("edges_transitions_bad_wrs_cq_overrun_fork") {
+        return;
+    }
+    let lib = lib_dir("edges");
+    let prog = compile_c("edges", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let d = Daemon::start_alone("ibvedge");
+    let dir = temp_dir("edges");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let o = iwarp_run(&lib, &dir, &prog, &["local"]);
+    let (out, err) = text(&o);
+    assert!(
+        o.status.success() && out.lines().last() == Some("ok"),
+        "edges local failed ({}):\n{out}\n{err}\n{}",
+        o.status,
+        d.log_text()
+    );
+}
+
+/// `edges gone`: the daemon is killed under a program holding a context, PD, MR,
+/// channel, CQ and QP: `IBV_EVENT_DEVICE_FATAL` once then `EIO`, every verb answers an
+/// errno (no hang, no crash), the device list is empty.
+#[test]
+fn the_daemon_killed_under_a_program_gives_errnos() {
+    if !can_run_daemons("the_daemon_killed_under_a_program_gives_errnos") {
+        return;
+    }
+    use std::io::{BufRead, Write};
+    let lib = lib_dir("gone");
+    let prog = compile_c("edges", &lib, &[]);
+    let _lock = SystemLock::acquire();
+    let mut d = Daemon::start_alone("ibvgone");
+    let dir = temp_dir("gone");
+    std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
+    let mut child =
+        std::process::Command::new(iwarp_apps::system::workspace_root().join("scripts/iwarp-run"))
+            .arg(&prog)
+            .arg("gone")
+            .env("IWARP_LIB_DIR", &lib)
+            .env("IWARP_VERBS_DIR", &dir)
+            .env("IWARP_DEBUG", "1")
+            .env_remove("IWARP_VERBS_SOCKET")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("start edges gone");
+    let mut so = std::io::BufReader::new(child.stdout.take().expect("stdout"));
+    let mut line = String::new();
+    so.read_line(&mut line).expect("first line");
+    assert_eq!(line.trim(), "ready", "edges gone did not get ready");
+    d.kill();
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(b"go\n")
+        .expect("write stdin");
+    let end = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break Some(s);
+        }
+        if std::time::Instant::now() > end {
+            let _ = child.kill();
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut rest = String::new();
+    let _ = std::io::Read::read_to_string(&mut so, &mut rest);
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
+    }
+    assert!(
+        status.is_some_and(|s| s.success()) && rest.lines().last() == Some("ok"),
+        "edges gone: {status:?} (None: hung 30 s)\n{rest}\n{err}"
+    );
+}
