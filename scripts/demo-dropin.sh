@@ -4,7 +4,8 @@
 # on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
 # and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw
 # also with -q 4 and with -a (2 bytes to 8 MiB, 5 iterations each), ib_read_bw,
-# ib_send_lat, ib_write_lat, ib_read_lat; -R, 200 iterations) from
+# ib_send_lat, ib_write_lat, ib_read_lat; -R, 200 iterations), rdma_server/rdma_client,
+# ucmatose, and libfabric's fi_pingpong (verbs msg and verbs;ofi_rxm rdm) from
 # daemon B to daemon A. Ends with
 # "N passed, N failed"; exits non-zero when anything failed.
 #
@@ -121,13 +122,13 @@ cm_pair() {
   shift
   cli_cmd=("$@")
   echo "== $name: ${srv_cmd[*]} on daemon A, ${cli_cmd[*]} on daemon B"
-  IWARP_VERBS_DIR=$tmp/a timeout 60 scripts/iwarp-run "${srv_cmd[@]}" \
+  IWARP_VERBS_DIR=$tmp/a timeout "${CM_TIMEOUT:-60}" scripts/iwarp-run "${srv_cmd[@]}" \
     > "$tmp/$name-server.log" 2>&1 &
   local srv=$!
   for _ in $(seq 20); do
     sleep 0.5 # the server listens
     crc=0
-    IWARP_VERBS_DIR=$tmp/b timeout 60 scripts/iwarp-run "${cli_cmd[@]}" \
+    IWARP_VERBS_DIR=$tmp/b timeout "${CM_TIMEOUT:-60}" scripts/iwarp-run "${cli_cmd[@]}" \
       > "$tmp/$name-client.log" 2>&1 || crc=$?
     [ "$crc" -ne 0 ] && grep -qE 'REJECTED|refused' "$tmp/$name-client.log" || break
   done
@@ -160,6 +161,21 @@ cm_pair rdma_server-client 'end 0' rdma_server -p 7471 -- rdma_client -s 198.18.
 cm_pair ucmatose 'return status 0' ucmatose -p 7472 -c 4 -C 100 -S 4096 \
   -- ucmatose -s 198.18.0.1 -p 7472 -c 4 -C 100 -S 4096
 cm_pair ucmatose-migrate 'return status 0' ucmatose -p 7473 -m -- ucmatose -s 198.18.0.1 -p 7473 -m
+# libfabric (Debian's fabtests fi_pingpong), its verbs provider: msg endpoints, and rdm
+# endpoints through ofi_rxm; every size, data checked (-c). The provider finds a device by
+# the addresses of the host's interfaces (getifaddrs): the daemons' addresses go on a
+# veth pair of the host for the test (fi_pingpong's own control connection also takes
+# them, through the kernel).
+ip link del iwdrop0 2>/dev/null || true
+ip link add iwdrop0 type veth peer name iwdrop1
+trap 'cleanup; ip link del iwdrop0 2>/dev/null || true' EXIT
+ip addr add 198.18.0.1/32 dev iwdrop0; ip addr add 198.18.0.2/32 dev iwdrop1
+ip link set iwdrop0 up; ip link set iwdrop1 up
+fab=(-I 10 -S all -c)
+CM_TIMEOUT=240 cm_pair fi_pingpong-msg 'bytes' fi_pingpong -p verbs -e msg "${fab[@]}" -B 47601 -d "iwarp_$a" \
+  -- fi_pingpong -p verbs -e msg "${fab[@]}" -P 47601 -d "iwarp_$b" 198.18.0.1
+CM_TIMEOUT=240 cm_pair fi_pingpong-rdm 'bytes' fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -B 47602 \
+  -d "iwarp_$a" -- fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -P 47602 -d "iwarp_$b" 198.18.0.1
 # Every size from 2 bytes to 8 MiB (-a), a few iterations each.
 PERFTEST_ITERS=5 perftest_pair ib_write_bw-all 18523 ib_write_bw -a
 

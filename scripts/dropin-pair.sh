@@ -1,7 +1,8 @@
 # Sourced by scripts/demo-dropin.sh and scripts/bench-dropin.sh: two iwarpd joined by
 # memif (A: server role, 198.18.0.1, CPU 1 when there are two; B: client role,
 # 198.18.0.2, CPU 0), one dataplane core each, and the drop-in libraries of the build.
-# In: IWARPD (the daemon binary), PROFILE_DIR (target/<profile>), TAG (a name prefix).
+# In: IWARPD (the daemon binary), PROFILE_DIR (target/<profile>), TAG (a name prefix),
+# DROPIN_SETS (optional: more daemon options, e.g. "--set limits.max_cqe=4096").
 # Out: IWARP_LIB_DIR exported, $a and $b (daemon names), $tmp (removed at exit unless
 # KEEP is set) with $tmp/a and $tmp/b each listing one daemon (IWARP_VERBS_DIR), and an
 # EXIT trap that stops both daemons.
@@ -25,7 +26,7 @@ ncpu=$(nproc)
 a_cpu=$(( ncpu > 1 ? 1 : 0 ))
 start() { # NAME CONFIG CPU ROLE IP
   "$IWARPD" --config "$2" --name "$1" --core "$3" --device "net_memif0,role=$4,socket=$sock" \
-    --ip "$5/24" --set tcp.delayed_ack_us=0 --set loadgen.listen_port=0 --log-level warn \
+    --ip "$5/24" --set tcp.delayed_ack_us=0 --set loadgen.listen_port=0 ${DROPIN_SETS:-} --log-level warn \
     > "$tmp/$1.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 200); do

@@ -49,6 +49,7 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v ibv_devinfo >/dev/null 2>&1 || need+=(ibverbs-utils)
 command -v rping >/dev/null 2>&1 || need+=(rdmacm-utils)
 command -v ib_write_bw >/dev/null 2>&1 || need+=(perftest)
+command -v fi_pingpong >/dev/null 2>&1 || need+=(libfabric-bin)
 pkg-config --exists libdpdk 2>/dev/null || need+=(libdpdk-dev dpdk)
 # DPDK's telemetry client (dpdk-telemetry.py) and dpdk-testpmd: the telemetry test.
 command -v dpdk-telemetry.py >/dev/null 2>&1 || need+=(dpdk-dev)

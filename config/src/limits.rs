@@ -12,6 +12,11 @@ use crate::seeds::Hex64;
 /// Largest IRD/ORD the MPA Request can carry (14 bits).
 pub const IRD_ORD_MAX: u32 = 0x3fff;
 
+/// The deepest CQ: a CQ's ring holds depth + 1 entries rounded up to a power of two, and
+/// a shared-memory ring has at most 2^20 entries (`iwarp_ring::RingLayout::MAX_ENTRIES`).
+/// libfabric's `ofi_rxm` asks 262,144; siw offers about a million as well.
+pub const MAX_CQE: u32 = (1 << 20) - 1;
+
 /// `[limits]`: bounds of one engine. A dataplane core runs one engine per port, so each
 /// bound holds per core and per port; every table is preallocated at start-up.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -74,7 +79,7 @@ impl Default for LimitsSection {
             max_qps: 1024,
             max_conns: 2048,
             max_cqs: 1024,
-            max_cqe: 65536,
+            max_cqe: MAX_CQE,
             max_mrs: 4096,
             max_mws: 1024,
             max_pds: 256,
@@ -126,7 +131,7 @@ impl LimitsSection {
             ("max_qps", self.max_qps, 1 << 20),
             ("max_conns", self.max_conns, 1 << 20),
             ("max_cqs", self.max_cqs, 1 << 20),
-            ("max_cqe", self.max_cqe, 1 << 22),
+            ("max_cqe", self.max_cqe, MAX_CQE),
             ("max_mrs", self.max_mrs, 1 << 22),
             ("max_mws", self.max_mws, 1 << 22),
             ("max_pds", self.max_pds, 1 << 20),

@@ -355,11 +355,17 @@ pub unsafe extern "C" fn iwarp_rdma_bind_addr(
         Ok(a) => a,
         Err(n) => return err(WHAT, n, "IPv4 addresses only"),
     };
+    let mut a = a;
     let ip = to_v4(&a).ip().to_owned();
+    let dev = device_ip(i.chan());
     // A loopback address binds to the device, as rdma_cm binds one to its first device
     // (libfabric's verbs provider binds 127.0.0.1 to find the device of a socket
-    // address); listening on it takes the device's addresses (see rdma_listen).
-    if !ip.is_unspecified() && !ip.is_loopback() && ip != device_ip(i.chan()) {
+    // address). iwarpd has no loopback path, so the id's address becomes the device's:
+    // what rdma_get_local_addr tells (libfabric hands a passive endpoint's name to its
+    // peers, which must reach it there).
+    if ip.is_loopback() && !dev.is_unspecified() {
+        a.sin_addr.s_addr = u32::from_ne_bytes(dev.octets());
+    } else if !ip.is_unspecified() && ip != dev {
         return err(
             WHAT,
             libc::EADDRNOTAVAIL,

@@ -118,6 +118,9 @@ int main(void)
 	CHECK(p >= 49152, "ephemeral port %u", p);
 	CHECK(((struct sockaddr_in *)rdma_get_local_addr(lid))->sin_port == htons(p),
 	      "the bound address holds the port");
+	struct sockaddr_in *la = (struct sockaddr_in *)rdma_get_local_addr(lid);
+	CHECK(la->sin_addr.s_addr != htonl(INADDR_LOOPBACK) && la->sin_addr.s_addr != 0,
+	      "a loopback bind names the device's address, where peers reach it");
 	CHECK(rdma_destroy_id(lid) == 0, "rdma_destroy_id (listener)");
 
 	CHECK(rdma_destroy_id(id) == 0, "rdma_destroy_id");
