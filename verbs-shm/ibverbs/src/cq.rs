@@ -144,7 +144,7 @@ pub unsafe extern "C" fn iwarp_ibv_get_cq_event(
             let q = p as *mut IwCq;
             // SAFETY: attached CQs are live (destroy detaches first); outputs checked.
             unsafe {
-                *cq = &mut (*q).cq;
+                *cq = std::ptr::addr_of_mut!((*q).cq).cast();
                 *cq_context = (*q).cq.cq_context;
             }
             return 0;
@@ -165,7 +165,9 @@ pub extern "C" fn iwarp_ibv_ack_cq_events(cq: *mut sys::ibv_cq, nevents: u32) {
 /// A completion queue.
 #[repr(C)]
 pub(crate) struct IwCq {
-    pub(crate) cq: sys::ibv_cq,
+    /// An `ibv_cq` to applications of `ibv_create_cq`; the whole `ibv_cq_ex` (which
+    /// begins like an `ibv_cq`) to those of `ibv_create_cq_ex` (crate::cq_ex).
+    pub(crate) cq: sys::ibv_cq_ex,
     magic: AtomicU64,
     /// Polled under this lock (rdma-core's providers take a per-CQ lock too).
     pub(crate) client: Mutex<Cq>,
@@ -177,6 +179,8 @@ pub(crate) struct IwCq {
     inline_sqs: Mutex<Vec<(u32, Arc<InlineSq>)>>,
     /// `inline_sqs` is not empty: polls of CQs without inline QPs skip the lock.
     has_inline: std::sync::atomic::AtomicBool,
+    /// The completion `ibv_start_poll` / `ibv_next_poll` made current (crate::cq_ex).
+    pub(crate) current: Mutex<Cqe>,
 }
 
 impl IwCq {
@@ -195,7 +199,7 @@ impl IwCq {
     }
 
     /// Retires, in the inline trackers, the send WRs completed by `cqes`.
-    fn retire_inline(&self, cqes: &[Cqe]) {
+    pub(crate) fn retire_inline(&self, cqes: &[Cqe]) {
         if !self.has_inline.load(Ordering::Acquire) {
             return;
         }
@@ -231,19 +235,33 @@ pub extern "C" fn iwarp_ibv_create_cq(
     channel: *mut sys::ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut sys::ibv_cq {
-    const WHAT: &str = "ibv_create_cq";
+    match make_cq("ibv_create_cq", ctx, cqe, cq_context, channel, comp_vector) {
+        Some(q) => q.cast(),
+        None => std::ptr::null_mut(),
+    }
+}
+
+/// Creates a CQ (`ibv_create_cq`, `ibv_create_cq_ex`): the object, or None with errno set.
+pub(crate) fn make_cq(
+    what: &str,
+    ctx: *mut sys::ibv_context,
+    cqe: c_int,
+    cq_context: *mut c_void,
+    channel: *mut sys::ibv_comp_channel,
+    comp_vector: c_int,
+) -> Option<*mut IwCq> {
     let Some(c) = IwContext::from_ptr(ctx) else {
-        fail_with(WHAT, libc::EINVAL, "not a context of this library");
-        return std::ptr::null_mut();
+        fail_with(what, libc::EINVAL, "not a context of this library");
+        return None;
     };
     let max = c.client.device_attr().max_cqe;
     if cqe < 1 || cqe as u32 > max {
-        fail_with(WHAT, libc::EINVAL, &format!("cqe {cqe} outside 1..={max}"));
-        return std::ptr::null_mut();
+        fail_with(what, libc::EINVAL, &format!("cqe {cqe} outside 1..={max}"));
+        return None;
     }
     if comp_vector != 0 {
-        fail_with(WHAT, libc::EINVAL, "one completion vector (0)");
-        return std::ptr::null_mut();
+        fail_with(what, libc::EINVAL, "one completion vector (0)");
+        return None;
     }
     let ch = if channel.is_null() {
         None
@@ -253,22 +271,22 @@ pub extern "C" fn iwarp_ibv_create_cq(
             // CQs are attached.
             Some(ch) => Some(unsafe { &*(ch as *const IwChannel) }),
             None => {
-                fail_with(WHAT, libc::EINVAL, "not a channel of this library");
-                return std::ptr::null_mut();
+                fail_with(what, libc::EINVAL, "not a channel of this library");
+                return None;
             }
         }
     };
     let client = match c.client.create_cq(cqe as u32, ch.map(|c| &c.client)) {
         Ok(q) => q,
         Err(e) => {
-            fail(WHAT, &e);
-            return std::ptr::null_mut();
+            fail(what, &e);
+            return None;
         }
     };
     let handle = client.handle().0;
     let depth = client.depth().min(i32::MAX as u32) as c_int;
     let p = into_raw(IwCq {
-        cq: sys::ibv_cq {
+        cq: sys::ibv_cq_ex {
             context: ctx,
             channel,
             cq_context,
@@ -282,6 +300,7 @@ pub extern "C" fn iwarp_ibv_create_cq(
         users: AtomicU32::new(0),
         inline_sqs: Mutex::new(Vec::new()),
         has_inline: std::sync::atomic::AtomicBool::new(false),
+        current: Mutex::new(EMPTY_CQE),
     });
     if let Some(ch) = ch {
         ch.cqs
@@ -290,7 +309,7 @@ pub extern "C" fn iwarp_ibv_create_cq(
             .push((handle, p as usize));
     }
     c.register(crate::context::ObjKind::Cq, handle, p as usize);
-    p
+    Some(p.cast())
 }
 
 /// `int ibv_resize_cq(struct ibv_cq *cq, int cqe)`.

@@ -27,6 +27,7 @@ mod cm_id;
 mod cm_sync;
 mod context;
 mod cq;
+mod cq_ex;
 mod debug;
 mod device;
 mod errno;

@@ -18,4 +18,5 @@ pub(crate) fn fill(v: &mut sys::verbs_context) {
     ops.alloc_mw = Some(crate::mw::alloc_mw_op);
     ops.bind_mw = Some(crate::mw::bind_mw_op);
     ops.dealloc_mw = Some(crate::mw::dealloc_mw_op);
+    v.create_cq_ex = Some(crate::cq_ex::create_cq_ex_op);
 }

@@ -3,7 +3,9 @@
  *   edges local    illegal QP transitions; malformed WRs (EINVAL, bad_wr set, nothing
  *                  posted); a CQ overrun (more completions than CQEs: IBV_EVENT_CQ_ERR
  *                  naming the CQ); fork after ibv_fork_init (the child has no access to
- *                  registered pages, the parent's MR and bytes are intact).
+ *                  registered pages, the parent's MR and bytes are intact); an
+ *                  extended CQ (ibv_create_cq_ex) read with ibv_start_poll /
+ *                  ibv_next_poll / ibv_end_poll and the ibv_wc_read_* functions.
  *   edges gone     makes objects, prints "ready", waits for a line on stdin (the test
  *                  kills the daemon meanwhile), then: every verb answers an errno or
  *                  -1, none hangs; ibv_get_async_event gives IBV_EVENT_DEVICE_FATAL
@@ -148,6 +150,51 @@ static void overrun(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *m
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy overrun cq");
 }
 
+static void cq_ex(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_mr *mr, char *buf)
+{
+	struct ibv_cq_init_attr_ex bad = { .cqe = 16,
+					   .wc_flags = IBV_WC_EX_WITH_COMPLETION_TIMESTAMP };
+	errno = 0;
+	CHECK(!ibv_create_cq_ex(ctx, &bad) && errno == EOPNOTSUPP, "timestamps refused");
+	struct ibv_cq_init_attr_ex a = { .cqe = 16,
+					 .wc_flags = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_QP_NUM,
+					 .comp_mask = IBV_CQ_INIT_ATTR_MASK_FLAGS,
+					 .flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED };
+	struct ibv_cq_ex *cx = ibv_create_cq_ex(ctx, &a);
+	CHECK(cx, "create_cq_ex");
+	struct ibv_cq *cq = ibv_cq_ex_to_cq(cx);
+	CHECK(cq->cqe >= 16 && cq->context == ctx, "cq fields");
+	struct ibv_poll_cq_attr pa = { 0 };
+	CHECK(ibv_start_poll(cx, &pa) == ENOENT, "an empty CQ: ENOENT");
+	struct ibv_qp *qp = make_qp(pd, cq, 8);
+	struct ibv_sge sge = { (uintptr_t)buf, 8, mr->lkey };
+	for (int i = 0; i < 3; i++) {
+		struct ibv_recv_wr r = { .wr_id = 500 + i, .sg_list = &sge, .num_sge = 1 }, *rbad;
+		CHECK(ibv_post_recv(qp, &r, &rbad) == 0, "post_recv");
+	}
+	struct ibv_qp_attr at = { .qp_state = IBV_QPS_ERR };
+	CHECK(ibv_modify_qp(qp, &at, IBV_QP_STATE) == 0, "to ERR");
+	int rc;
+	for (long spins = 0; (rc = ibv_start_poll(cx, &pa)) == ENOENT; spins++)
+		CHECK(spins < 200000000L, "no completion");
+	CHECK(rc == 0, "start_poll %d", rc);
+	int n = 0;
+	do {
+		CHECK(cx->wr_id == (uint64_t)(500 + n) && cx->status == IBV_WC_WR_FLUSH_ERR,
+		      "completion %d: wr_id %lu status %s", n, (unsigned long)cx->wr_id,
+		      ibv_wc_status_str(cx->status));
+		CHECK(ibv_wc_read_opcode(cx) == IBV_WC_RECV, "opcode %d", ibv_wc_read_opcode(cx));
+		CHECK(ibv_wc_read_qp_num(cx) == qp->qp_num, "qp_num");
+		n++;
+		while ((rc = ibv_next_poll(cx)) == ENOENT && n < 3)
+			;
+	} while (rc == 0);
+	ibv_end_poll(cx);
+	CHECK(n == 3, "%d flushed completions", n);
+	CHECK(ibv_destroy_qp(qp) == 0, "destroy qp");
+	CHECK(ibv_destroy_cq(cq) == 0, "destroy cq_ex");
+}
+
 static sigjmp_buf segv_jump;
 static void on_segv(int sig)
 {
@@ -196,6 +243,7 @@ static int local_edges(void)
 	transitions(pd, cq);
 	bad_wrs(pd, cq, mr, buf);
 	overrun(ctx, pd, mr, buf);
+	cq_ex(ctx, pd, mr, buf);
 	forked(mr, buf, len);
 	CHECK(ibv_destroy_cq(cq) == 0, "destroy_cq");
 	CHECK(ibv_dereg_mr(mr) == 0, "dereg_mr");
