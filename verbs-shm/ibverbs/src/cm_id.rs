@@ -580,6 +580,40 @@ pub unsafe extern "C" fn iwarp_rdma_create_qp(
     0
 }
 
+/// `int rdma_create_qp_ex(struct rdma_cm_id *, struct ibv_qp_init_attr_ex *)`: as
+/// `rdma_create_qp` with the PD of `attr->pd` (`IBV_QP_INIT_ATTR_PD`) or the id's; with
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS` the QP posts through `ibv_wr_*` too (crate::qp_ex).
+#[no_mangle]
+pub unsafe extern "C" fn iwarp_rdma_create_qp_ex(
+    id: *mut sys::rdma_cm_id,
+    attr: *mut sys::ibv_qp_init_attr_ex,
+) -> c_int {
+    const WHAT: &str = "rdma_create_qp_ex";
+    if attr.is_null() {
+        return err(WHAT, libc::EINVAL, "NULL attr");
+    }
+    // SAFETY: the caller's attributes.
+    let a = unsafe { &mut *attr };
+    let Some((mut init, ops)) = crate::qp_ex::check_attr_ex(WHAT, a, false) else {
+        return -1;
+    };
+    let pd = if a.comp_mask & sys::IBV_QP_INIT_ATTR_PD != 0 {
+        a.pd
+    } else {
+        std::ptr::null_mut()
+    };
+    // SAFETY: the caller's id; `init` is ours.
+    let r = unsafe { iwarp_rdma_create_qp(id, pd, &mut init) };
+    (a.cap, a.send_cq, a.recv_cq, a.srq) = (init.cap, init.send_cq, init.recv_cq, init.srq);
+    if r == 0 {
+        if let Some(ops) = ops {
+            // SAFETY: the application's id, its QP just made.
+            crate::qp_ex::enable_wr_api(unsafe { (*id).qp }, ops, &init.cap);
+        }
+    }
+    r
+}
+
 /// The PD a CM verb uses (as librdmacm): the caller's, else the id's (`id->pd`), else
 /// the device's.
 pub(crate) fn pd_for(i: &IwCmId, pd: *mut sys::ibv_pd) -> *mut sys::ibv_pd {

@@ -39,6 +39,7 @@ mod object;
 mod ops;
 mod pd;
 mod qp;
+mod qp_ex;
 mod srq;
 mod strs;
 mod stub;

@@ -19,4 +19,5 @@ pub(crate) fn fill(v: &mut sys::verbs_context) {
     ops.bind_mw = Some(crate::mw::bind_mw_op);
     ops.dealloc_mw = Some(crate::mw::dealloc_mw_op);
     v.create_cq_ex = Some(crate::cq_ex::create_cq_ex_op);
+    v.create_qp_ex = Some(crate::qp_ex::create_qp_ex_op);
 }

@@ -27,7 +27,9 @@ use crate::sys;
 /// A queue pair.
 #[repr(C)]
 pub(crate) struct IwQp {
-    pub(crate) qp: sys::ibv_qp,
+    /// An `ibv_qp` to the application; the whole `ibv_qp_ex` (which begins with it) to
+    /// one that asked `send_ops_flags` (crate::qp_ex).
+    pub(crate) qp: sys::ibv_qp_ex,
     magic: AtomicU64,
     /// Posted under this lock (rdma-core's providers take a per-queue lock too).
     pub(crate) client: Mutex<Qp>,
@@ -40,6 +42,9 @@ pub(crate) struct IwQp {
     sq_sig_all: bool,
     /// The staging area of inline WRs, when `max_inline_data` was asked (crate::inline).
     inline: Option<Arc<InlineSq>>,
+    /// The WRs built between `ibv_wr_start` and `ibv_wr_complete` (crate::qp_ex); None
+    /// unless the QP was made with `send_ops_flags`.
+    pub(crate) wr_batch: Mutex<Option<crate::qp_ex::Batch>>,
 }
 
 impl Wrapped for IwQp {
@@ -171,17 +176,20 @@ pub(crate) fn create_qp_with(
     let srq_ref = srq.map(hold);
     let qp_num = client.qp_num();
     let p_qp = into_raw(IwQp {
-        qp: sys::ibv_qp {
-            context: p.pd.context,
-            qp_context: a.qp_context,
-            pd,
-            send_cq: a.send_cq,
-            recv_cq: a.recv_cq,
-            srq: a.srq,
-            handle: qp_num,
-            qp_num,
-            state: sys::IBV_QPS_RESET,
-            qp_type: sys::IBV_QPT_RC,
+        qp: sys::ibv_qp_ex {
+            qp_base: sys::ibv_qp {
+                context: p.pd.context,
+                qp_context: a.qp_context,
+                pd,
+                send_cq: a.send_cq,
+                recv_cq: a.recv_cq,
+                srq: a.srq,
+                handle: qp_num,
+                qp_num,
+                state: sys::IBV_QPS_RESET,
+                qp_type: sys::IBV_QPT_RC,
+                ..Default::default()
+            },
             ..Default::default()
         },
         magic: AtomicU64::new(IwQp::MAGIC),
@@ -193,6 +201,7 @@ pub(crate) fn create_qp_with(
         idle_state: AtomicU32::new(sys::IBV_QPS_RESET),
         sq_sig_all: a.sq_sig_all != 0,
         inline: inline.clone(),
+        wr_batch: Mutex::new(None),
     });
     if let Some(i) = inline {
         scq.track_inline(qp_num, i);
@@ -220,12 +229,12 @@ pub extern "C" fn iwarp_ibv_destroy_qp(qp: *mut sys::ibv_qp) -> c_int {
     let Some(q) = IwQp::from_ptr(qp) else {
         return fail_with("ibv_destroy_qp", libc::EINVAL, "not a QP of this library");
     };
-    if let Some(c) = crate::context::IwContext::from_ptr(q.qp.context) {
-        c.unregister(crate::context::ObjKind::Qp, q.qp.qp_num);
+    if let Some(c) = crate::context::IwContext::from_ptr(q.qp.qp_base.context) {
+        c.unregister(crate::context::ObjKind::Qp, q.qp.qp_base.qp_num);
     }
     q.pd.users.fetch_sub(1, Ordering::AcqRel);
     if q.inline.is_some() {
-        q.send_cq.untrack_inline(q.qp.qp_num);
+        q.send_cq.untrack_inline(q.qp.qp_base.qp_num);
     }
     q.send_cq.users.fetch_sub(1, Ordering::AcqRel);
     q.recv_cq.users.fetch_sub(1, Ordering::AcqRel);
@@ -363,10 +372,10 @@ pub unsafe extern "C" fn iwarp_ibv_query_qp(
             ..Default::default()
         };
         *init = sys::ibv_qp_init_attr {
-            qp_context: q.qp.qp_context,
-            send_cq: q.qp.send_cq,
-            recv_cq: q.qp.recv_cq,
-            srq: q.qp.srq,
+            qp_context: q.qp.qp_base.qp_context,
+            send_cq: q.qp.qp_base.send_cq,
+            recv_cq: q.qp.qp_base.recv_cq,
+            srq: q.qp.qp_base.srq,
             cap,
             qp_type: sys::IBV_QPT_RC,
             sq_sig_all: q.sq_sig_all as c_int,
@@ -529,7 +538,7 @@ pub(crate) unsafe extern "C" fn post_send_op(
 /// # Safety
 ///
 /// As [`send_wr`]; with `IBV_SEND_INLINE`, as [`InlineSq::stage`].
-unsafe fn post_one(
+pub(crate) unsafe fn post_one(
     client: &mut Qp,
     track: Option<&mut (
         &Arc<InlineSq>,

@@ -225,6 +225,19 @@ fn inline_data_and_bind_mw_work_requests() {
     assert!(client.contains("SQ full"), "{client}");
 }
 
+/// `rc_inline ... wr`: the same through `rdma_create_qp_ex` with `send_ops_flags` and the
+/// `ibv_wr_*` interface (`ibv_wr_send`, `ibv_wr_rdma_write`, `ibv_wr_rdma_read`,
+/// `ibv_wr_bind_mw`, `ibv_wr_set_sge_list`, `ibv_wr_set_inline_data_list`), atomics in
+/// `send_ops_flags` refused (`EOPNOTSUPP`).
+#[test]
+fn inline_data_and_bind_mw_through_the_wr_interface() {
+    if !can_run_daemons("inline_data_and_bind_mw_through_the_wr_interface") {
+        return;
+    }
+    let (client, _) = run_pair("rc_inline", "rcwr", "7304", &["wr"]);
+    assert!(client.contains("SQ full"), "{client}");
+}
+
 /// `edges local`: illegal QP transitions, malformed WRs (`EINVAL`, `bad_wr`, nothing
 /// posted), a CQ overrun (`IBV_EVENT_CQ_ERR` naming the CQ), fork after `ibv_fork_init`
 /// (the child has no access to registered pages; the parent's bytes intact).

@@ -2,7 +2,7 @@
  * between two RC QPs connected through librdmacm. Compiled against the system's
  * <infiniband/verbs.h> and <rdma/rdma_cma.h>, linked against iwarpd's libraries.
  *
- *   rc_inline server IP PORT      rc_inline client IP PORT
+ *   rc_inline server IP PORT [wr]      rc_inline client IP PORT [wr]
  *
  * The client's QP asks max_inline_data 236 (perftest's) with an SQ of 16. In ROUNDS
  * rounds it posts BATCH inline SENDs of varied lengths (1..236) from a stack buffer in
@@ -15,7 +15,10 @@
  * The server binds a type 2 window over part of its region with an IBV_WR_BIND_MW WR
  * (completion IBV_WC_BIND_MW) and advertises it; the client RDMA WRITEs 8 KiB through
  * the window, and the server checks them. Both print "ok" and exit 0 when every check
- * passed. */
+ * passed. With "wr" both QPs are made by rdma_create_qp_ex with send_ops_flags and every
+ * WR (the bind too) is posted through the ibv_wr_* interface (ibv_wr_start, ibv_wr_send /
+ * ibv_wr_rdma_write / ibv_wr_rdma_read / ibv_wr_bind_mw, ibv_wr_set_sge_list /
+ * ibv_wr_set_inline_data_list, ibv_wr_complete). */
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -48,6 +51,7 @@ static struct ibv_pd *pd;
 static struct ibv_mr *mr;
 static char *buf; /* [NRECV receive slots | write target | window ...] */
 static uint32_t sq_depth; /* max_send_wr granted */
+static int use_wr;        /* post through ibv_wr_* */
 
 static char pattern(size_t msg, size_t i)
 {
@@ -96,6 +100,30 @@ static void post_recv(struct ibv_qp *qp, int slot)
 static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id, struct ibv_sge *sge,
 		int nsge, uint64_t raddr, uint32_t rkey, unsigned flags)
 {
+	if (use_wr) {
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+		CHECK(x, "ibv_qp_to_qp_ex");
+		ibv_wr_start(x);
+		x->wr_id = wr_id;
+		x->wr_flags = flags & ~IBV_SEND_INLINE;
+		if (op == IBV_WR_SEND)
+			ibv_wr_send(x);
+		else if (op == IBV_WR_RDMA_WRITE)
+			ibv_wr_rdma_write(x, rkey, raddr);
+		else
+			ibv_wr_rdma_read(x, rkey, raddr);
+		if (flags & IBV_SEND_INLINE) {
+			struct ibv_data_buf b[4];
+			CHECK(nsge <= 4, "nsge");
+			for (int i = 0; i < nsge; i++)
+				b[i] = (struct ibv_data_buf){ (void *)(uintptr_t)sge[i].addr,
+							      sge[i].length };
+			ibv_wr_set_inline_data_list(x, nsge, b);
+		} else {
+			ibv_wr_set_sge_list(x, nsge, sge);
+		}
+		return ibv_wr_complete(x);
+	}
 	struct ibv_send_wr w = { .wr_id = wr_id, .sg_list = sge, .num_sge = nsge, .opcode = op,
 				 .send_flags = flags },
 			   *bad = NULL;
@@ -125,7 +153,23 @@ static void setup(struct rdma_cm_id *id, uint32_t max_inline)
 	CHECK(ibv_create_qp(pd, &a) == NULL && errno == EINVAL,
 	      "max_inline_data 100000 not refused with EINVAL");
 	a.cap.max_inline_data = max_inline;
-	CHECK(rdma_create_qp(id, pd, &a) == 0, "rdma_create_qp");
+	if (use_wr) {
+		struct ibv_qp_init_attr_ex x = {
+			.send_cq = cq, .recv_cq = cq, .qp_type = IBV_QPT_RC, .cap = a.cap,
+			.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS, .pd = pd,
+			.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE |
+					  IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_BIND_MW
+		};
+		struct ibv_qp_init_attr_ex atomics = x;
+		atomics.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+		errno = 0;
+		CHECK(rdma_create_qp_ex(id, &atomics) != 0 && errno == EOPNOTSUPP,
+		      "atomics in send_ops_flags not refused with EOPNOTSUPP");
+		CHECK(rdma_create_qp_ex(id, &x) == 0, "rdma_create_qp_ex");
+		a.cap = x.cap;
+	} else {
+		CHECK(rdma_create_qp(id, pd, &a) == 0, "rdma_create_qp");
+	}
 	sq_depth = a.cap.max_send_wr;
 	CHECK(a.cap.max_inline_data >= max_inline, "max_inline_data %u granted, %u asked",
 	      a.cap.max_inline_data, max_inline);
@@ -161,7 +205,16 @@ static void server(struct rdma_cm_id *listener)
 	bw.bind_mw.bind_info.addr = (uintptr_t)(area + WIN_OFF);
 	bw.bind_mw.bind_info.length = WIN_LEN;
 	bw.bind_mw.bind_info.mw_access_flags = IBV_ACCESS_REMOTE_WRITE;
-	CHECK(ibv_post_send(qp, &bw, &bad) == 0, "post BIND_MW");
+	if (use_wr) {
+		struct ibv_qp_ex *x = ibv_qp_to_qp_ex(qp);
+		ibv_wr_start(x);
+		x->wr_id = 77;
+		x->wr_flags = IBV_SEND_SIGNALED;
+		ibv_wr_bind_mw(x, mw, win_rkey, &bw.bind_mw.bind_info);
+		CHECK(ibv_wr_complete(x) == 0, "ibv_wr_bind_mw");
+	} else {
+		CHECK(ibv_post_send(qp, &bw, &bad) == 0, "post BIND_MW");
+	}
 	struct ibv_wc wc = next_wc();
 	CHECK(wc.wr_id == 77 && wc.opcode == IBV_WC_BIND_MW, "bind wc %lu op %d",
 	      (unsigned long)wc.wr_id, wc.opcode);
@@ -323,7 +376,9 @@ static void client(struct rdma_cm_id *id, struct sockaddr_in *sa)
 
 int main(int argc, char **argv)
 {
-	CHECK(argc == 4, "usage: rc_inline server|client IP PORT");
+	CHECK(argc == 4 || (argc == 5 && strcmp(argv[4], "wr") == 0),
+	      "usage: rc_inline server|client IP PORT [wr]");
+	use_wr = argc == 5;
 	struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons(atoi(argv[3])) };
 	CHECK(inet_pton(AF_INET, argv[2], &sa.sin_addr) == 1, "address %s", argv[2]);
 	ec = rdma_create_event_channel();
