@@ -716,9 +716,10 @@ perftest_wire() {
         # Unmodified perftest on iwarpd destroys its ids (or exits) without waiting for
         # the close: iwarpd resets such a connection (abortive close, also when its own
         # graceful close was under way), where Linux's iw_cm and siw close the socket with
-        # a FIN (docs/INTEROP.md, "drop-in cells"). Tolerated from iwarpd, without a
-        # Terminate, after the tool's checks passed; said on the cell's log.
-        local reset='i2r: .* rst=1 term=None'
+        # a FIN (docs/INTEROP.md, "drop-in cells"). Tolerated from iwarpd (i2r when it
+        # connected, r2i when it served: the second argument), without a Terminate, after
+        # the tool's checks passed; said on the cell's log.
+        local reset="${2:-i2r}: .* rst=1 term=None"
         if grep -qE "$reset" <<<"$w"; then
             echo "note: iwarpd reset a connection the tool destroyed without waiting for its close"
             w=$(grep -vE "$reset" <<<"$w")
@@ -883,7 +884,7 @@ cell_dropin_perftest_pas() {
         || { REASON="ib_$tool (siw) printed no result line for $size B x $iters"; return 1; }
     [ $src -eq 0 ] || { REASON="ib_$tool (drop-in server) exit $src: $(grep -vE '^ *(-|\*)|^$' "$TMP/dp.log" | tail -2 | tr '\n' ' ')"; return 1; }
     [ "$try" = 1 ] || echo "note: try $try (perftest's start-up race)"
-    perftest_wire
+    perftest_wire dropin r2i
 }
 
 # iwarpd active: `ib_TOOL -R` on siw as the server, Debian's `ib_TOOL -R` on iwarpd
@@ -1003,16 +1004,15 @@ matrix() {
     run_cell dropin.rping.act.16000 cell_dropin_rping_act 16000 7602
     run_cell dropin.rping.pas.64 cell_dropin_rping_pas 64 7603
     run_cell dropin.rping.pas.16000 cell_dropin_rping_pas 16000 7604
-    # Debian's perftest as the server on the iwarpd host against siw's client is not in
-    # the matrix: it fails every try (docs/INTEROP.md, "drop-in cells"); by hand:
-    # scripts/interop-siw.sh --only dropin.perftest.pas
-    if [[ $ONLY == *dropin.perftest.pas* ]]; then
-        n=0
-        for t in send_bw write_bw read_bw send_lat read_lat; do
-            n=$((n + 1))
-            run_cell "dropin.perftest.pas.${t/_/-}" cell_dropin_perftest_pas "$t" 64 200 $((7610 + n))
-        done
-    fi
+    # Debian's perftest as the server on the iwarpd host, siw's as the client (its data
+    # connection comes while the server listens again: tcp.relisten_grace_ms;
+    # ib_write_lat's server writes first: siw in P2P mode, as perftest.write-lat.p2p).
+    n=0
+    for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
+        n=$((n + 1))
+        p2p=0; [ "$t" = write_lat ] && p2p=1
+        run_cell "dropin.perftest.pas.${t/_/-}" cell_dropin_perftest_pas "$t" 64 200 $((7610 + n)) $p2p
+    done
     n=0
     for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
         n=$((n + 1))

@@ -107,6 +107,7 @@ impl Config {
             ctrl_tx_frames: l.ctrl_tx_frames as usize,
             event_queue_len: l.event_queue_len as usize,
             llp_close_timeout_ms: self.tcp.close_timeout_ms,
+            relisten_grace_ms: self.tcp.relisten_grace_ms,
             initiator_nudge_ms: self.mpa.initiator_nudge_ms,
             isn_secret: seeds.isn_secret,
             stag_seed,

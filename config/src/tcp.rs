@@ -78,6 +78,9 @@ pub struct TcpSection {
     pub buffer_release_ms: u64,
     /// How long a close iwarpd started may take before the connection is reset, milliseconds.
     pub close_timeout_ms: u64,
+    /// After a listener is removed, SYNs for its port are dropped (the peer retransmits)
+    /// instead of refused for this long, milliseconds (0: refused at once).
+    pub relisten_grace_ms: u64,
     /// Secret of the RFC 6528 ISN generator, 32 hex digits; absent: random at start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isn_secret: Option<Hex128>,
@@ -128,6 +131,7 @@ impl Default for TcpSection {
             invalid_ack_interval_ms: t.invalid_ack_interval_ms,
             buffer_release_ms: t.buffer_release_ms,
             close_timeout_ms: 60_000,
+            relisten_grace_ms: iwarp_engine::config::DEFAULT_RELISTEN_GRACE_MS,
             isn_secret: None,
         }
     }
@@ -280,6 +284,11 @@ impl TcpSection {
             (1..=3_600_000).contains(&self.close_timeout_ms),
             "tcp.close_timeout_ms",
             "must be in 1..=3600000",
+        )?;
+        ensure(
+            self.relisten_grace_ms <= 10_000,
+            "tcp.relisten_grace_ms",
+            "must be in 0..=10000",
         )
     }
 }

@@ -51,6 +51,10 @@ const TABLE_BYTES_PER_CONN: usize = 104;
 /// only while events wait (start-up, failures).
 const MPA_EVENTS_PER_CONN: usize = 8;
 
+/// Default [`EngineConfig::relisten_grace_ms`]: below a peer's first SYN retransmission
+/// (1 s, RFC 6298), above the time an application takes to listen again.
+pub const DEFAULT_RELISTEN_GRACE_MS: u64 = 500;
+
 /// Everything an [`crate::Engine`] needs; seeds included, so a run is reproducible.
 ///
 /// Memory per connection. An idle established connection holds only its `Conn` slot and
@@ -109,6 +113,10 @@ pub struct EngineConfig {
     pub max_listeners: usize,
     /// Largest backlog a listener may ask for.
     pub backlog_max: usize,
+    /// After a listener is removed, a SYN for its port is dropped (not answered with RST)
+    /// for this long from the first such SYN, so that a peer gets in on the SYN's
+    /// retransmission when the application re-creates the listener (0: refused at once).
+    pub relisten_grace_ms: u64,
     /// Lowest local port for active opens.
     pub ephemeral_port_min: u16,
     /// Highest local port for active opens.
@@ -180,6 +188,7 @@ impl Default for EngineConfig {
             max_conns: 64,
             max_listeners: 8,
             backlog_max: 16,
+            relisten_grace_ms: DEFAULT_RELISTEN_GRACE_MS,
             ephemeral_port_min: 49152,
             ephemeral_port_max: 65535,
             arp_cache_entries: 32,

@@ -7,7 +7,7 @@ use core::hash::BuildHasher;
 use std::collections::HashMap;
 
 use iwarp_tcp::FourTuple;
-use iwarp_types::ConnId;
+use iwarp_types::{ConnId, Duration, Instant};
 use siphasher::sip::SipHasher13;
 
 /// Bits of a [`ConnId`] holding the slot index; the rest is a generation counter so an old
@@ -233,6 +233,21 @@ pub struct Listener {
 #[derive(Debug)]
 pub struct Listeners {
     entries: Vec<Option<Listener>>,
+    /// Ports whose listener was removed lately (as many as listeners, the oldest
+    /// replaced): a SYN for one is dropped, not refused, for a grace period from the first
+    /// such SYN, so that a peer whose application re-creates its listener (perftest's
+    /// server does, between its two connections) gets in on the SYN's retransmission.
+    closed: Vec<Option<Closed>>,
+    /// Where the next closed port is written.
+    closed_next: usize,
+}
+
+/// A port whose listener was removed.
+#[derive(Clone, Copy, Debug)]
+struct Closed {
+    port: u16,
+    /// The first SYN that found no listener there (the grace period starts then).
+    first_syn: Option<Instant>,
 }
 
 /// Why `listen` failed.
@@ -251,6 +266,8 @@ impl Listeners {
     pub fn new(max: usize) -> Listeners {
         Listeners {
             entries: vec![None; max],
+            closed: vec![None; max],
+            closed_next: 0,
         }
     }
 
@@ -272,7 +289,38 @@ impl Listeners {
             backlog,
             pending: 0,
         });
+        self.forget_closed(port);
         Ok(())
+    }
+
+    fn forget_closed(&mut self, port: u16) {
+        for c in self.closed.iter_mut() {
+            if c.is_some_and(|c| c.port == port) {
+                *c = None;
+            }
+        }
+    }
+
+    /// A SYN for `port` found no listener at `now`: true when it is refused (RST), false
+    /// when it is dropped because the port's listener was removed less than `grace` before
+    /// (counted from the first such SYN) and may come back.
+    pub fn refuse_syn(&mut self, port: u16, now: Instant, grace: Duration) -> bool {
+        let Some(c) = self
+            .closed
+            .iter_mut()
+            .find(|c| c.is_some_and(|c| c.port == port))
+        else {
+            return true;
+        };
+        let Some(closed) = c.as_mut() else {
+            return true;
+        };
+        let first = *closed.first_syn.get_or_insert(now);
+        if now < first + grace {
+            return false;
+        }
+        *c = None;
+        true
     }
 
     /// Removes a listener; true if there was one.
@@ -284,6 +332,15 @@ impl Listeners {
         {
             Some(e) => {
                 *e = None;
+                if !self.closed.is_empty() {
+                    self.forget_closed(port);
+                    let i = self.closed_next % self.closed.len();
+                    self.closed[i] = Some(Closed {
+                        port,
+                        first_syn: None,
+                    });
+                    self.closed_next = i + 1;
+                }
                 true
             }
             None => false,
@@ -459,6 +516,40 @@ mod tests {
         assert!(!l.take_slot(81));
         assert!(l.unlisten(80));
         assert!(l.get(80).is_none());
+    }
+
+    #[test]
+    fn a_syn_for_a_port_just_closed_is_dropped_for_the_grace_period() {
+        let mut l = Listeners::new(2);
+        let t0 = Instant(1_000_000_000);
+        let grace = Duration::from_millis(500);
+        assert!(l.refuse_syn(80, t0, grace), "never listened: refused");
+        l.listen(80, 4).unwrap();
+        l.unlisten(80);
+        assert!(!l.refuse_syn(80, t0, grace), "just closed: dropped");
+        assert!(!l.refuse_syn(80, t0 + Duration::from_millis(499), grace));
+        assert!(
+            l.refuse_syn(80, t0 + Duration::from_millis(500), grace),
+            "grace over"
+        );
+        assert!(
+            l.refuse_syn(80, t0 + Duration::from_millis(501), grace),
+            "and forgotten"
+        );
+        // Listening again clears it; the table of closed ports is bounded.
+        l.listen(80, 4).unwrap();
+        l.unlisten(80);
+        l.listen(80, 4).unwrap();
+        assert!(l.get(80).is_some());
+        for p in 1..=5 {
+            l.listen(1000 + p, 1).unwrap_or(());
+            l.unlisten(1000 + p);
+        }
+        assert!(
+            l.refuse_syn(1001, t0, grace),
+            "the oldest closed port was replaced"
+        );
+        assert!(!l.refuse_syn(1005, t0, grace));
     }
 
     #[test]

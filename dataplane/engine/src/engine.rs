@@ -414,6 +414,16 @@ impl Engine {
             return;
         }
         self.core.counters.drop(DropReason::TcpNoConnection);
+        let grace = Duration::from_millis(self.core.cfg.relisten_grace_ms);
+        if syn
+            && !self
+                .core
+                .listeners
+                .refuse_syn(seg.tuple.local_port, now, grace)
+        {
+            // Its listener was removed a moment ago: the peer retransmits the SYN.
+            return;
+        }
         self.send_rst(&seg, t.src_mac);
     }
 
