@@ -90,8 +90,9 @@ perftest_pair() {
       crc=0
       IWARP_VERBS_DIR=$tmp/b timeout 120 scripts/iwarp-run "$@" -R -n "$iters" -p "$port" 198.18.0.1 \
         > "$tmp/$name-client.log" 2>&1 || crc=$?
-      # Refused: the server was not listening yet.
-      [ "$crc" -ne 0 ] && grep -q REJECTED "$tmp/$name-client.log" || break
+      # Refused: the server was not listening yet (perftest says REJECTED, or "Unexpected
+      # CM event ... 8": RDMA_CM_EVENT_REJECTED by number).
+      [ "$crc" -ne 0 ] && grep -qE 'REJECTED|Unexpected CM event .* 8$' "$tmp/$name-client.log" || break
     done
     wait "$srv" || src=$?
     if [ "$crc" -ne 0 ] && [ "$try" -lt 3 ] \

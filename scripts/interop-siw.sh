@@ -909,7 +909,7 @@ cell_dropin_perftest_act() {
         guest "pkill -x ib_$tool" >/dev/null 2>&1
         # A reject: siw's server had its channel listener up but not yet the data
         # connection's (perftest's own start-up race; its client does not retry).
-        if [ $rc -ne 0 ] && { perftest_race "$out$gout" || grep -q 'RDMA_CM_EVENT_REJECTED' <<<"$out"; } \
+        if [ $rc -ne 0 ] && { perftest_race "$out$gout" || grep -qE 'RDMA_CM_EVENT_REJECTED|Unexpected CM event .* 8$' <<<"$out"; } \
             && [ $try -lt 3 ]; then
             port=$((port + 20)); continue
         fi

@@ -425,6 +425,16 @@ impl ShmService {
                     Some(c) if c.client == client => {}
                     _ => return Err(ServiceError::Invalid("connection of another client")),
                 }
+                // The receives the client posted before it accepted go first: its RQ
+                // ring is served on doorbells, and this request (on the control socket)
+                // can overtake them; the initiator may send as soon as the MPA Reply
+                // arrives (revision 1, or no RTR), and a Send finding no receive ends the
+                // connection with a Terminate. Bounded by the ring's depth.
+                for _ in 0..=self.rq_ring_bursts(qp) {
+                    if !self.serve_rq(engine, qp) {
+                        break;
+                    }
+                }
                 engine.accept(now, conn, qp, params)?;
                 self.conns.insert(
                     conn,

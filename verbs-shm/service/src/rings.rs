@@ -153,6 +153,17 @@ impl ShmService {
             .map_or(0, |q| q.sq.layout().entries() as usize / self.burst() + 1)
     }
 
+    /// Bursts it takes to serve a QP's whole RQ ring (0 for an unknown QP or one with an
+    /// SRQ).
+    pub(crate) fn rq_ring_bursts(&self, qp: QpId) -> usize {
+        self.qps
+            .get(&qp)
+            .and_then(|q| q.rq.as_ref())
+            .map_or(0, |(rq, _)| {
+                rq.layout().entries() as usize / self.burst() + 1
+            })
+    }
+
     /// Serves a QP's SQ; true if slots are left.
     pub(crate) fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
         let Some(q) = self.qps.get(&qp) else {
@@ -229,7 +240,7 @@ impl ShmService {
     }
 
     /// Serves a QP's RQ; true if slots are left.
-    fn serve_rq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+    pub(crate) fn serve_rq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
         let Some(q) = self.qps.get(&qp) else {
             return false;
         };

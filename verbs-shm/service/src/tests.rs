@@ -857,3 +857,35 @@ fn disconnect_sends_the_wrs_posted_before_it() {
     assert_eq!(got[0].status, WcStatus::Success);
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x900..0x905], b"last!");
 }
+
+#[test]
+fn accept_serves_the_receives_posted_before_it() {
+    let mut w = World::new();
+    let stag_b = w.b.stag;
+    // In B's RQ ring, no doorbell: the service has not seen it when Accept comes, and
+    // A's Send may follow the MPA Reply at once.
+    w.b.rq
+        .push(&encode_recv_wr(&RecvWr {
+            wr_id: 0xb7,
+            sgl: sgl(0x100, 256, stag_b),
+        }))
+        .unwrap();
+    w.connect();
+    w.a.mem.arena_mut(RegionId(0))[0..5].copy_from_slice(b"early");
+    let stag_a = w.a.stag;
+    w.a.post_send(&SendWr {
+        wr_id: 0xa7,
+        op: SendOp::Send,
+        sgl: sgl(0, 5, stag_a),
+        flags: SendFlags::SIGNALED,
+    });
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    assert!(w.run_until(|w| {
+        got_a.extend(w.a.cqes());
+        got_b.extend(w.b.cqes());
+        !got_a.is_empty() && !got_b.is_empty()
+    }));
+    assert_eq!((got_a[0].wr_id, got_a[0].status), (0xa7, WcStatus::Success));
+    assert_eq!((got_b[0].wr_id, got_b[0].status), (0xb7, WcStatus::Success));
+    assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"early");
+}
