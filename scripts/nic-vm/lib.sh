@@ -87,7 +87,7 @@ guest_boot() {
         -device "virtio-9p-pci,fsdev=fsroot,mount_tag=hostroot,addr=0x4" \
         -fsdev "local,id=fsfresh,path=/,security_model=none,readonly=on,multidevs=remap" \
         -device "virtio-9p-pci,fsdev=fsfresh,mount_tag=hostfresh,addr=0x6" \
-        -netdev "$netdev" -device "$dev" \
+        -netdev "$netdev" -device "$dev,id=nic0" \
         -daemonize -pidfile "$gd/qemu.pid" 2>"$gd/qemu.err" \
         || { cat "$gd/qemu.err" >&2; return 1; }
 }

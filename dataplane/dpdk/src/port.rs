@@ -548,7 +548,12 @@ pub(crate) fn link_of(port_id: u16) -> LinkStatus {
     }
     LinkStatus {
         up: u32::from(link.link_status()) == sys::RTE_ETH_LINK_UP,
-        speed_mbps: link.link_speed,
+        // RTE_ETH_SPEED_NUM_UNKNOWN (u32::MAX, e.g. virtio-net) reads as 0, unknown.
+        speed_mbps: if link.link_speed == u32::MAX {
+            0
+        } else {
+            link.link_speed
+        },
         full_duplex: u32::from(link.link_duplex()) == sys::RTE_ETH_LINK_FULL_DUPLEX,
     }
 }
