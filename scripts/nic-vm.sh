@@ -165,6 +165,7 @@ loadgen() {
     local cell=$1 op=$2; shift 2
     local f=$OUT/$cell.txt rc msgs mism
     rig -t 300 b "$GI --config $GCFG/b.toml loadgen --peer $NET.11:7000 --op $op --size 64K --qps ${QPS:-2} --depth 8 --seconds $SECS --warmup-seconds 0 --verify $* 2>&1; echo exit=\$?" > "$f" 2>&1
+    rig a "$GI --name nica stats" > "$OUT/$cell.server-stats.txt" 2>&1
     rc=$(sed -n 's/^exit=//p' "$f" | tail -1)
     msgs=$(sed -n 's/^ *\([0-9][0-9]*\) messages, .*/\1/p' "$f" | tail -1)
     mism=$(grep -oE 'verify mismatches [0-9]+' "$f" | grep -oE '[0-9]+$' | tail -1)
@@ -256,14 +257,19 @@ if group_wanted e1000e; then
             loadgen e1000e.unplug.traffic write > "$f.cell" 2>&1
             SECS=$SECS_SAVED; wait $qpid
             sleep 3
-            rig a 'cat /tmp/nica.log' > "$OUT/e1000e.unplug.server.log" 2>&1
             alive=$(rig a 'pgrep -x iwarpd >/dev/null && echo alive || echo gone')
-            crash=$(grep -ciE 'segfault|panicked|SIGSEGV|SIGBUS|core dumped' "$OUT/e1000e.unplug.server.log")
             gone=$(rig a "[ -e /sys/bus/pci/devices/$NIC_ADDR ] && echo present || echo removed")
-            if [ "$gone" = removed ] && [ "$crash" = 0 ] && grep -qiE 'removed|unplug|link down' "$OUT/e1000e.unplug.server.log"; then
-                pass e1000e.unplug "NIC removed; iwarpd $alive, no crash; $(grep -iE 'removed|unplug' "$OUT/e1000e.unplug.server.log" | tail -1 | cut -c1-160)"
+            # then an orderly stop of the daemon whose NIC is gone
+            stop_server
+            sleep 1
+            rig a 'cat /tmp/nica.log; dmesg | grep -iE "segfault|traps:" || true' > "$OUT/e1000e.unplug.server.log" 2>&1
+            crash=$(grep -ciE 'segfault|traps:|panicked|SIGSEGV|SIGBUS|core dumped' "$OUT/e1000e.unplug.server.log")
+            noticed=$(grep -E 'link down|removed' "$OUT/e1000e.unplug.server.log" | head -1 | sed 's/^[^ ]* *//' | cut -c1-110)
+            stopped=$(grep -cE 'stopping on SIG' "$OUT/e1000e.unplug.server.log")
+            if [ "$gone" = removed ] && [ "$alive" = alive ] && [ "$crash" = 0 ] && [ -n "$noticed" ] && [ "$stopped" -gt 0 ]; then
+                pass e1000e.unplug "NIC removed during traffic; iwarpd kept running, then stopped on SIGINT, no crash; logged: $noticed"
             else
-                fail e1000e.unplug "device $gone, iwarpd $alive, crash lines $crash; see $OUT/e1000e.unplug.server.log"
+                fail e1000e.unplug "device $gone, iwarpd $alive, crash lines $crash, logged '${noticed:-nothing}', orderly stop $stopped; see $OUT/e1000e.unplug.server.log"
             fi
         fi
         stop_server

@@ -169,7 +169,16 @@ impl Port {
     }
 
     fn explain_probe_failure(device: &str, ret: i32) -> DpdkError {
-        if !is_pci_address(&port_name(device)) {
+        let name = port_name(device);
+        if is_pci_address(&name) {
+            if let Some(hint) = devargs::pci_binding_hint(std::path::Path::new("/sys"), &name) {
+                return DpdkError::DeviceNotFound {
+                    device: device.to_owned(),
+                    reason: format!("{}; {hint}", strerror(ret)),
+                };
+            }
+        }
+        if !is_pci_address(&name) {
             if let Some((socket, abstract_)) = devargs::memif_server_socket(device) {
                 if memif::socket_busy(&socket, abstract_) {
                     return DpdkError::MemifSocketInUse { socket };
