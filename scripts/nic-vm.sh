@@ -24,7 +24,8 @@
 # uio_pci_generic (DPDK then runs with IOVA = PA).
 # Environment: IWARPD (default target/release/iwarpd, built if missing), SIWVM (the siw-vm
 # harness; default ../shared/siw-vm), SIWVM_NETNS (iwnic), SIWVM_BRIDGE (nicbr0),
-# SIWVM_NET (198.18.9), NICVM_KEEP=1 keeps target/nic-vm/out logs of passed cells too.
+# SIWVM_NET (198.18.9), NICVM_CAPTURE=1 captures ARP and TCP SYN/FIN/RST frames on the
+# bridge per group (target/nic-vm/out/GROUP.pcap).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/nic-vm/lib.sh"
@@ -55,9 +56,16 @@ PASS=0 FAIL=0 T0=$(date +%s)
 pass() { PASS=$((PASS + 1)); echo "PASS $1${2:+ ($2)}"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1 ($2)"; }
 
+CAPTURE_PID=""
+stop_capture() {
+    if [ -n "$CAPTURE_PID" ]; then kill -INT "$CAPTURE_PID" 2>/dev/null; wait "$CAPTURE_PID" 2>/dev/null; CAPTURE_PID=""; fi
+    return 0
+}
+
 cleanup() {
     local rc=$?
     trap - EXIT INT TERM
+    stop_capture
     if [ $KEEP_UP = 0 ]; then
         for g in a b; do guest_stop "$g"; done
         net_down
@@ -128,11 +136,17 @@ CFG
 # boot_pair GROUP CPUS MODEL_A MODEL_B QUEUES: fresh guests a and b; false if they do not come up
 boot_pair() {
     local group=$1 cpus=$2 ma=$3 mb=$4 q=$5 t
+    stop_capture
     for g in a b; do guest_stop "$g"; done
     net_up
     t=$(date +%s)
     guest_boot a 1 "$cpus" "$ma" "$q" && guest_boot b 2 "$cpus" "$mb" "$q" || return 1
     guest_wait a && guest_wait b || return 1
+    if [ "${NICVM_CAPTURE:-0}" = 1 ]; then
+        ip netns exec "$NS" tcpdump -Z root -i "$BR" -U -s 128 -w "$OUT/$group.pcap" \
+            'arp or (tcp[tcpflags] & (tcp-syn|tcp-fin|tcp-rst) != 0)' >/dev/null 2>"$OUT/$group.tcpdump.err" &
+        CAPTURE_PID=$!
+    fi
     nlog "$group: guests up in $(( $(date +%s) - t )) s (A $ma, B $mb, $q queue pair(s), $cpus vCPUs; driver $(rig a 'cat /run/nicvm-driver'))"
     for g in a b; do
         local drv
