@@ -43,8 +43,9 @@ pub(crate) const SEND_TIMEOUT: Duration = Duration::from_millis(500);
 pub type CounterSource = Box<dyn FnMut() -> Vec<CounterSet> + Send>;
 
 /// The live link of port `i` for `QueryPort`, `Welcome` and `Admin(Status)`: (up, speed
-/// in Mbit/s), `None` for no such port. Read once per [`ControlServer::step`].
-pub type LinkSource = Box<dyn FnMut(usize) -> Option<(bool, u32)> + Send>;
+/// in Mbit/s, changes to up, changes to down), `None` for no such port. Read once per
+/// [`ControlServer::step`].
+pub type LinkSource = Box<dyn FnMut(usize) -> Option<(bool, u32, u64, u64)> + Send>;
 
 /// What an operator asks of the daemon's capture (`iwarpctl capture`).
 #[derive(Debug)]
@@ -395,9 +396,11 @@ impl<C: CoreLink> ControlServer<C> {
     pub fn step(&mut self, max_wait: Duration) -> bool {
         if let Some(links) = &mut self.ctx.links {
             for (i, p) in self.ctx.ports.iter_mut().enumerate() {
-                if let Some((up, speed)) = links(i) {
+                if let Some((up, speed, ups, downs)) = links(i) {
                     p.link_up = up;
                     p.speed_mbps = speed;
+                    p.link_ups = ups;
+                    p.link_downs = downs;
                 }
             }
         }

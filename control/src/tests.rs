@@ -538,6 +538,7 @@ fn port(index: u32, ip: [u8; 4]) -> PortAttr {
         device: format!("net_memif{index}"),
         link_up: true,
         speed_mbps: 0,
+        ..PortAttr::default()
     }
 }
 
@@ -1045,7 +1046,7 @@ fn query_port_answers_the_live_link_state() {
     down.link_up = false;
     let mut s = ControlServer::new(cfg, cores, regions, device(), vec![down], None).unwrap();
     admit_self(&mut s);
-    let link = Arc::new(Mutex::new((true, 10_000u32)));
+    let link = Arc::new(Mutex::new((true, 10_000u32, 1u64, 0u64)));
     let l2 = link.clone();
     s.set_links(Box::new(move |i| (i == 0).then(|| *l2.lock().unwrap())));
     let (mut p, w) = connect(&mut s);
@@ -1053,16 +1054,20 @@ fn query_port_answers_the_live_link_state() {
     let query = |p: &mut Peer, s: &mut ControlServer<FakeCore>| {
         ok(p.call(s, Request::QueryPort(0)), |r| {
             if let Response::Port(a) = r {
-                Some((a.link_up, a.speed_mbps))
+                Some((a.link_up, a.speed_mbps, a.link_downs))
             } else {
                 None
             }
         })
     };
-    assert_eq!(query(&mut p, &mut s), (true, 10_000));
-    *link.lock().unwrap() = (false, 0);
+    assert_eq!(query(&mut p, &mut s), (true, 10_000, 0));
+    *link.lock().unwrap() = (false, 0, 1, 1);
     s.step(Duration::from_millis(1));
-    assert_eq!(query(&mut p, &mut s), (false, 0));
+    assert_eq!(
+        query(&mut p, &mut s),
+        (false, 0, 1),
+        "the link-down count follows"
+    );
     assert!(!s.ports()[0].link_up);
 }
 

@@ -44,6 +44,9 @@ pub struct Cli {
 pub enum Command {
     /// The daemon: version, uptime, cores, ports, clients, object totals.
     Status,
+    /// The ports: device (PCI address or vdev), driver, queues, offload and RSS
+    /// capabilities and what is in use, link state and link changes.
+    Ports,
     /// The connected clients and what each holds.
     Clients,
     /// Queue pairs (of every client, or of --client ID).

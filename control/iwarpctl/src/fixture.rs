@@ -14,6 +14,7 @@ pub fn port() -> PortAttr {
         device: "net_memif0,role=server".into(),
         link_up: true,
         speed_mbps: 10_000,
+        ..PortAttr::default()
     }
 }
 

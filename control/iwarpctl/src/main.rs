@@ -30,6 +30,12 @@ use conn::{AdminSession, CtlError};
 fn output(cli: &Cli, answer: AdminResponse) -> Result<String, CtlError> {
     let kinds = cli.command.object_kinds();
     let text = match (answer, cli.json) {
+        (AdminResponse::Status(s), false) if cli.command == Command::Ports => {
+            render::ports_text(&s.ports)
+        }
+        (AdminResponse::Status(s), true) if cli.command == Command::Ports => {
+            json(render::ports_json(&s.ports))
+        }
         (AdminResponse::Status(s), false) => render::status_text(&s),
         (AdminResponse::Status(s), true) => json(render::status_json(&s)),
         (AdminResponse::Clients(c), false) => render::clients_text(&c),
@@ -54,7 +60,7 @@ fn json(v: serde_json::Value) -> String {
 /// The Admin request behind a command.
 fn request(cmd: &Command) -> AdminRequest {
     match *cmd {
-        Command::Status => AdminRequest::Status,
+        Command::Status | Command::Ports => AdminRequest::Status,
         Command::Clients => AdminRequest::Clients,
         Command::Qps(f) | Command::Cqs(f) | Command::Mrs(f) => AdminRequest::Objects(f.client),
         Command::Counters(_) => AdminRequest::Counters,
@@ -209,6 +215,7 @@ mod tests {
     #[test]
     fn commands_map_to_admin_requests() {
         assert_eq!(request(&cli(&["status"]).command), AdminRequest::Status);
+        assert_eq!(request(&cli(&["ports"]).command), AdminRequest::Status);
         assert_eq!(request(&cli(&["clients"]).command), AdminRequest::Clients);
         assert_eq!(
             request(&cli(&["qps", "--client", "3"]).command),

@@ -199,6 +199,78 @@ fn port_json(p: &PortAttr) -> Value {
     })
 }
 
+/// `iwarpctl ports`: one block per port.
+pub fn ports_text(ports: &[PortAttr]) -> String {
+    let mut out = String::new();
+    for p in ports {
+        out.push_str(&port_line(p));
+        out.push('\n');
+        let yes_no = |b: bool| if b { "on" } else { "off" };
+        out.push_str(&format!(
+            "  driver {}; queue pairs {} in use (device offers rx {} tx {})\n",
+            if p.driver.is_empty() { "?" } else { &p.driver },
+            p.queues,
+            p.max_rx_queues,
+            p.max_tx_queues
+        ));
+        out.push_str(&format!(
+            "  checksum offload: rx {} tx {}\n",
+            yes_no(p.rx_checksum),
+            yes_no(p.tx_checksum)
+        ));
+        let none = |s: &str| {
+            if s.is_empty() {
+                "none".to_string()
+            } else {
+                s.to_string()
+            }
+        };
+        out.push_str(&format!("  rx offloads: {}\n", none(&p.rx_offloads)));
+        out.push_str(&format!("  tx offloads: {}\n", none(&p.tx_offloads)));
+        out.push_str(&format!(
+            "  rss: {} (capability: {})\n",
+            yes_no(p.rss),
+            none(&p.rss_capa)
+        ));
+        out.push_str(&format!(
+            "  link changes: {} up, {} down\n",
+            p.link_ups, p.link_downs
+        ));
+    }
+    out
+}
+
+/// `iwarpctl ports --json`.
+pub fn ports_json(ports: &[PortAttr]) -> Value {
+    Value::Array(
+        ports
+            .iter()
+            .map(|p| {
+                let mut v = port_json(p);
+                if let Value::Object(m) = &mut v {
+                    for (k, x) in [
+                        ("driver", json!(p.driver)),
+                        ("queues", json!(p.queues)),
+                        ("max_rx_queues", json!(p.max_rx_queues)),
+                        ("max_tx_queues", json!(p.max_tx_queues)),
+                        ("rx_offloads", json!(p.rx_offloads)),
+                        ("tx_offloads", json!(p.tx_offloads)),
+                        ("rx_checksum", json!(p.rx_checksum)),
+                        ("tx_checksum", json!(p.tx_checksum)),
+                        ("rss", json!(p.rss)),
+                        ("rss_capa", json!(p.rss_capa)),
+                        ("link_ups", json!(p.link_ups)),
+                        ("link_downs", json!(p.link_downs)),
+                    ] {
+                        m.insert(k.to_string(), x);
+                    }
+                }
+                v
+            })
+            .collect(),
+    )
+}
+
 /// `iwarpctl status --json`.
 pub fn status_json(s: &DaemonStatus) -> Value {
     json!({
@@ -358,6 +430,38 @@ pub fn counters_json(sets: &[CounterSet]) -> Value {
 mod tests {
     use super::*;
     use crate::fixture;
+
+    #[test]
+    fn ports_show_the_device_driver_queues_offloads_and_rss() {
+        let mut p = fixture::port();
+        p.device = "0000:00:05.0".into();
+        p.driver = "net_virtio".into();
+        p.queues = 2;
+        p.max_rx_queues = 2;
+        p.max_tx_queues = 2;
+        p.rx_offloads = "udp_cksum tcp_cksum".into();
+        p.rss = true;
+        p.rss_capa = "ipv4 ipv4-tcp reta 128".into();
+        p.link_ups = 2;
+        p.link_downs = 1;
+        let t = ports_text(&[p.clone()]);
+        assert!(t.contains("(0000:00:05.0)"), "{t}");
+        assert!(
+            t.contains("driver net_virtio; queue pairs 2 in use (device offers rx 2 tx 2)"),
+            "{t}"
+        );
+        assert!(t.contains("rx offloads: udp_cksum tcp_cksum"), "{t}");
+        assert!(t.contains("tx offloads: none"), "{t}");
+        assert!(
+            t.contains("rss: on (capability: ipv4 ipv4-tcp reta 128)"),
+            "{t}"
+        );
+        assert!(t.contains("link changes: 2 up, 1 down"), "{t}");
+        let j = ports_json(&[p]);
+        assert_eq!(j[0]["driver"], "net_virtio");
+        assert_eq!(j[0]["link_downs"], 1);
+        assert_eq!(j[0]["rss"], true);
+    }
 
     #[test]
     fn counters_watch_shows_what_moved_and_its_rate() {

@@ -143,15 +143,25 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
     let mut ports = Vec::with_capacity(cfg.ports.len());
     for i in 0..cfg.ports.len() {
         let p = open_port(&eal, &cfg, i, n).map_err(fail)?;
+        let info = p.port.info();
         info!(
-            "port {i}: {} mac {} frames up to {} B, checksum offload tx {} rx {}, {} queue(s){}",
+            "port {i}: {} driver {} mac {} frames up to {} B, checksum offload tx {} rx {}, {} queue pair(s) of rx {} tx {}{}",
             cfg.ports[i].device.dpdk_name(),
+            info.driver,
             iwarp_config::MacAddr(p.port.mac()),
             p.setup.frame_len_max,
             p.setup.tx_checksum_offload,
             p.setup.rx_checksum_offload,
             p.setup.queues,
+            info.max_rx_queues,
+            info.max_tx_queues,
             if p.setup.rss { ", RSS" } else { "" }
+        );
+        info!(
+            "port {i}: offloads rx [{}] tx [{}]; RSS capability: {}",
+            iwarp_dpdk::portinfo::rx_offload_names(info.rx_offload_capa).join(" "),
+            iwarp_dpdk::portinfo::tx_offload_names(info.tx_offload_capa).join(" "),
+            iwarp_dpdk::portinfo::rss_text(info.rss_offloads, info.reta_size)
         );
         ports.push(p);
     }

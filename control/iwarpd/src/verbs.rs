@@ -7,6 +7,7 @@ use std::thread::JoinHandle;
 
 use iwarp_config::{Config, QpPlacement};
 use iwarp_control::{ControlConfig, ControlServer};
+use iwarp_dpdk::portinfo::{rss_text, rx_offload_names, tx_offload_names};
 use iwarp_runtime::{CoreStats, Placement, PlacementPolicy};
 use iwarp_shm_mem::RegionTable;
 use iwarp_shm_service::{
@@ -106,6 +107,7 @@ fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
         .enumerate()
         .map(|(i, p)| {
             let link = p.port.link();
+            let info = p.port.info();
             PortAttr {
                 index: i as u32,
                 ip: p.local_ip,
@@ -115,6 +117,18 @@ fn port_attrs(cfg: &Config, ports: &[OpenPort]) -> Vec<PortAttr> {
                 device: cfg.ports[i].device.dpdk_name().to_string(),
                 link_up: link.up,
                 speed_mbps: link.speed_mbps,
+                link_ups: 0,
+                link_downs: 0,
+                driver: info.driver.clone(),
+                queues: p.setup.queues,
+                max_rx_queues: info.max_rx_queues,
+                max_tx_queues: info.max_tx_queues,
+                rx_offloads: rx_offload_names(info.rx_offload_capa).join(" "),
+                tx_offloads: tx_offload_names(info.tx_offload_capa).join(" "),
+                rx_checksum: p.setup.rx_checksum_offload,
+                tx_checksum: p.setup.tx_checksum_offload,
+                rss_capa: rss_text(info.rss_offloads, info.reta_size),
+                rss: p.setup.rss,
             }
         })
         .collect()
@@ -149,7 +163,7 @@ pub fn start(
     )?;
     server.set_service_ports(service_ports)?;
     server.set_links(Box::new(move |i| {
-        links.get(i).map(|v| (v.up, v.speed_mbps))
+        links.get(i).map(|v| (v.up, v.speed_mbps, v.ups, v.downs))
     }));
     server.set_capture(capture);
     server.bind()?;

@@ -129,7 +129,16 @@ impl EalArgs {
         for vdev in &self.vdevs {
             argv.push(format!("--vdev={vdev}"));
         }
-        argv.extend(self.memory.eal_flags());
+        // A PCI device's DMA addresses are the EAL's IOVAs: VA only works behind an IOMMU
+        // (vfio-pci with one); with uio_pci_generic or vfio's no-IOMMU mode they must be
+        // physical. DPDK picks the right one from the bound driver when not forced.
+        let pci = !self.pci.is_empty();
+        argv.extend(
+            self.memory
+                .eal_flags()
+                .into_iter()
+                .filter(|f| !(pci && f == "--iova-mode=va")),
+        );
         argv.push(format!("--file-prefix={}", self.file_prefix));
         if !self.telemetry {
             argv.push("--no-telemetry".into());
@@ -271,6 +280,13 @@ mod tests {
             .any(|w| w[0] == "-a" && w[1] == "0000:00:04.0"));
         assert!(!argv.contains(&"--no-telemetry".to_owned()));
         assert!(argv.contains(&"--no-huge".to_owned()) && argv.contains(&"--no-shconf".to_owned()));
+        a.memory = MemoryMode::Hugepages;
+        let argv = a.build();
+        assert!(argv.contains(&"--in-memory".to_owned()));
+        assert!(
+            !argv.iter().any(|f| f.starts_with("--iova-mode")),
+            "PCI devices: the EAL chooses the IOVA mode from the bound driver"
+        );
         assert_eq!(
             argv.last().map(String::as_str),
             Some("--single-file-segments")

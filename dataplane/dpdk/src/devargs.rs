@@ -161,9 +161,71 @@ pub fn reta_table(reta_size: u16, rx_queues: u16) -> Vec<u16> {
     (0..reta_size).map(|i| i % rx_queues.max(1)).collect()
 }
 
+/// Drivers DPDK can drive a PCI NIC through from user space (the bifurcated mlx5 PMD works
+/// with the kernel's own mlx5_core instead).
+const DPDK_PCI_DRIVERS: &[&str] = &["vfio-pci", "uio_pci_generic", "igb_uio"];
+
+/// Why a PCI address could not be probed, from sysfs under `sys_root` (`/sys` normally):
+/// no such device, bound to a kernel network driver (with the command that fixes it), or
+/// nothing to say (`None`: bound to a DPDK-capable driver, or mlx5_core).
+pub fn pci_binding_hint(sys_root: &std::path::Path, addr: &str) -> Option<String> {
+    let dev = sys_root.join("bus/pci/devices").join(addr);
+    if !dev.exists() {
+        return Some(format!(
+            "no PCI device {addr} on this machine (`lspci -D` lists the addresses)"
+        ));
+    }
+    let driver = std::fs::read_link(dev.join("driver"))
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    match driver.as_deref() {
+        None => Some(format!(
+            "{addr} is bound to no driver: bind it to vfio-pci (`modprobe vfio-pci; dpdk-devbind.py -b vfio-pci {addr}`; without an IOMMU: uio_pci_generic)"
+        )),
+        Some(d) if DPDK_PCI_DRIVERS.contains(&d) || d == "mlx5_core" => None,
+        Some(d) => Some(format!(
+            "{addr} is bound to the kernel driver {d}: take it down and bind it to vfio-pci (`dpdk-devbind.py -b vfio-pci {addr}`; ConnectX stays on mlx5_core)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn pci_binding_hints_name_the_fix() {
+        let root = std::env::temp_dir().join(format!("iwarp-sysfs-{}", std::process::id()));
+        let devs = root.join("bus/pci/devices");
+        let drivers = root.join("bus/pci/drivers");
+        for (addr, drv) in [
+            ("0000:00:05.0", Some("uio_pci_generic")),
+            ("0000:00:06.0", Some("virtio-pci")),
+            ("0000:00:07.0", None),
+            ("0000:3b:00.0", Some("mlx5_core")),
+        ] {
+            let d = devs.join(addr);
+            std::fs::create_dir_all(&d).unwrap();
+            if let Some(drv) = drv {
+                std::fs::create_dir_all(drivers.join(drv)).unwrap();
+                let _ = std::fs::remove_file(d.join("driver"));
+                std::os::unix::fs::symlink(drivers.join(drv), d.join("driver")).unwrap();
+            }
+        }
+        assert_eq!(pci_binding_hint(&root, "0000:00:05.0"), None);
+        assert_eq!(pci_binding_hint(&root, "0000:3b:00.0"), None);
+        let h = pci_binding_hint(&root, "0000:00:06.0").unwrap();
+        assert!(
+            h.contains("kernel driver virtio-pci")
+                && h.contains("dpdk-devbind.py -b vfio-pci 0000:00:06.0"),
+            "{h}"
+        );
+        let h = pci_binding_hint(&root, "0000:00:07.0").unwrap();
+        assert!(h.contains("bound to no driver"), "{h}");
+        let h = pci_binding_hint(&root, "0000:00:08.0").unwrap();
+        assert!(h.contains("no PCI device 0000:00:08.0"), "{h}");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
 
     fn info(driver: &str, max_rx_pktlen: u32, max_mtu: u16) -> DeviceInfo {
         DeviceInfo {

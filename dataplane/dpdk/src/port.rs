@@ -169,7 +169,16 @@ impl Port {
     }
 
     fn explain_probe_failure(device: &str, ret: i32) -> DpdkError {
-        if !is_pci_address(&port_name(device)) {
+        let name = port_name(device);
+        if is_pci_address(&name) {
+            if let Some(hint) = devargs::pci_binding_hint(std::path::Path::new("/sys"), &name) {
+                return DpdkError::DeviceNotFound {
+                    device: device.to_owned(),
+                    reason: format!("{}; {hint}", strerror(ret)),
+                };
+            }
+        }
+        if !is_pci_address(&name) {
             if let Some((socket, abstract_)) = devargs::memif_server_socket(device) {
                 if memif::socket_busy(&socket, abstract_) {
                     return DpdkError::MemifSocketInUse { socket };
@@ -548,7 +557,12 @@ pub(crate) fn link_of(port_id: u16) -> LinkStatus {
     }
     LinkStatus {
         up: u32::from(link.link_status()) == sys::RTE_ETH_LINK_UP,
-        speed_mbps: link.link_speed,
+        // RTE_ETH_SPEED_NUM_UNKNOWN (u32::MAX, e.g. virtio-net) reads as 0, unknown.
+        speed_mbps: if link.link_speed == u32::MAX {
+            0
+        } else {
+            link.link_speed
+        },
         full_duplex: u32::from(link.link_duplex()) == sys::RTE_ETH_LINK_FULL_DUPLEX,
     }
 }

@@ -45,6 +45,109 @@ pub(crate) const RX_CKSUM: u64 =
 pub(crate) const TX_CKSUM: u64 =
     (sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM) as u64;
 
+/// `RTE_ETH_RX_OFFLOAD_*` bits and their names (as DPDK's `rte_eth_dev_rx_offload_name`,
+/// lower case).
+const RX_OFFLOAD_NAMES: &[(u32, &str)] = &[
+    (sys::RTE_ETH_RX_OFFLOAD_VLAN_STRIP, "vlan_strip"),
+    (sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM, "ipv4_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_UDP_CKSUM, "udp_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM, "tcp_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_TCP_LRO, "tcp_lro"),
+    (sys::RTE_ETH_RX_OFFLOAD_QINQ_STRIP, "qinq_strip"),
+    (sys::RTE_ETH_RX_OFFLOAD_OUTER_IPV4_CKSUM, "outer_ipv4_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_MACSEC_STRIP, "macsec_strip"),
+    (sys::RTE_ETH_RX_OFFLOAD_VLAN_FILTER, "vlan_filter"),
+    (sys::RTE_ETH_RX_OFFLOAD_VLAN_EXTEND, "vlan_extend"),
+    (sys::RTE_ETH_RX_OFFLOAD_SCATTER, "scatter"),
+    (sys::RTE_ETH_RX_OFFLOAD_TIMESTAMP, "timestamp"),
+    (sys::RTE_ETH_RX_OFFLOAD_SECURITY, "security"),
+    (sys::RTE_ETH_RX_OFFLOAD_KEEP_CRC, "keep_crc"),
+    (sys::RTE_ETH_RX_OFFLOAD_SCTP_CKSUM, "sctp_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_OUTER_UDP_CKSUM, "outer_udp_cksum"),
+    (sys::RTE_ETH_RX_OFFLOAD_RSS_HASH, "rss_hash"),
+    (sys::RTE_ETH_RX_OFFLOAD_BUFFER_SPLIT, "buffer_split"),
+];
+
+/// `RTE_ETH_TX_OFFLOAD_*` bits and their names.
+const TX_OFFLOAD_NAMES: &[(u32, &str)] = &[
+    (sys::RTE_ETH_TX_OFFLOAD_VLAN_INSERT, "vlan_insert"),
+    (sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM, "ipv4_cksum"),
+    (sys::RTE_ETH_TX_OFFLOAD_UDP_CKSUM, "udp_cksum"),
+    (sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM, "tcp_cksum"),
+    (sys::RTE_ETH_TX_OFFLOAD_SCTP_CKSUM, "sctp_cksum"),
+    (sys::RTE_ETH_TX_OFFLOAD_TCP_TSO, "tcp_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_UDP_TSO, "udp_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_OUTER_IPV4_CKSUM, "outer_ipv4_cksum"),
+    (sys::RTE_ETH_TX_OFFLOAD_QINQ_INSERT, "qinq_insert"),
+    (sys::RTE_ETH_TX_OFFLOAD_VXLAN_TNL_TSO, "vxlan_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_GRE_TNL_TSO, "gre_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_IPIP_TNL_TSO, "ipip_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_GENEVE_TNL_TSO, "geneve_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_MACSEC_INSERT, "macsec_insert"),
+    (sys::RTE_ETH_TX_OFFLOAD_MT_LOCKFREE, "mt_lockfree"),
+    (sys::RTE_ETH_TX_OFFLOAD_MULTI_SEGS, "multi_segs"),
+    (sys::RTE_ETH_TX_OFFLOAD_MBUF_FAST_FREE, "mbuf_fast_free"),
+    (sys::RTE_ETH_TX_OFFLOAD_SECURITY, "security"),
+    (sys::RTE_ETH_TX_OFFLOAD_UDP_TNL_TSO, "udp_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_IP_TNL_TSO, "ip_tnl_tso"),
+    (sys::RTE_ETH_TX_OFFLOAD_OUTER_UDP_CKSUM, "outer_udp_cksum"),
+    (
+        sys::RTE_ETH_TX_OFFLOAD_SEND_ON_TIMESTAMP,
+        "send_on_timestamp",
+    ),
+];
+
+/// The RSS flow types iwarpd cares about, and their names.
+const RSS_NAMES: &[(u64, &str)] = &[
+    (sys::RTE_ETH_RSS_IPV4 as u64, "ipv4"),
+    (sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP as u64, "ipv4-tcp"),
+];
+
+fn names(bits: u64, table: &'static [(u32, &'static str)]) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    let mut rest = bits;
+    for &(bit, name) in table {
+        if bits & u64::from(bit) != 0 {
+            out.push(name);
+            rest &= !u64::from(bit);
+        }
+    }
+    if rest != 0 {
+        out.push("other");
+    }
+    out
+}
+
+/// Names of `RTE_ETH_RX_OFFLOAD_*` bits (`"other"` for bits without a name here).
+pub fn rx_offload_names(bits: u64) -> Vec<&'static str> {
+    names(bits, RX_OFFLOAD_NAMES)
+}
+
+/// Names of `RTE_ETH_TX_OFFLOAD_*` bits (`"other"` for bits without a name here).
+pub fn tx_offload_names(bits: u64) -> Vec<&'static str> {
+    names(bits, TX_OFFLOAD_NAMES)
+}
+
+/// The RSS capability in words: `"none"`, or the flow types iwarpd hashes on
+/// (`ipv4 ipv4-tcp`) that the device offers, plus how many other types it has.
+pub fn rss_text(rss_offloads: u64, reta_size: u16) -> String {
+    if rss_offloads == 0 {
+        return "none".to_owned();
+    }
+    let mut parts: Vec<String> = RSS_NAMES
+        .iter()
+        .filter(|(bit, _)| rss_offloads & bit != 0)
+        .map(|(_, n)| (*n).to_owned())
+        .collect();
+    let known: u64 = RSS_NAMES.iter().map(|(b, _)| b).fold(0, |a, b| a | b);
+    let others = (rss_offloads & !known).count_ones();
+    if others > 0 {
+        parts.push(format!("+{others} flow types"));
+    }
+    parts.push(format!("reta {reta_size}"));
+    parts.join(" ")
+}
+
 impl DeviceInfo {
     /// The device computes IPv4 and TCP checksums on transmit.
     pub fn tx_checksum(&self) -> bool {
@@ -79,16 +182,24 @@ impl fmt::Display for DeviceInfo {
         )?;
         writeln!(
             f,
-            "  rx offloads {:#x} (checksum {}), tx offloads {:#x} (checksum {})",
+            "  rx offloads {:#x} [{}] (IPv4+TCP checksum {})",
             self.rx_offload_capa,
+            rx_offload_names(self.rx_offload_capa).join(" "),
             self.rx_checksum(),
+        )?;
+        writeln!(
+            f,
+            "  tx offloads {:#x} [{}] (IPv4+TCP checksum {})",
             self.tx_offload_capa,
+            tx_offload_names(self.tx_offload_capa).join(" "),
             self.tx_checksum()
         )?;
         write!(
             f,
-            "  rss flow types {:#x}, reta {}, key {} bytes",
-            self.rss_offloads, self.reta_size, self.hash_key_size
+            "  rss flow types {:#x} ({}), key {} bytes",
+            self.rss_offloads,
+            rss_text(self.rss_offloads, self.reta_size),
+            self.hash_key_size
         )
     }
 }
@@ -180,4 +291,65 @@ pub struct PortStats {
     pub oerrors: u64,
     /// Receive buffer allocation failures.
     pub rx_nombuf: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offload_bits_are_named() {
+        // What virtio-net offered in the nic-vm guests.
+        assert_eq!(
+            rx_offload_names(0x221d),
+            [
+                "vlan_strip",
+                "udp_cksum",
+                "tcp_cksum",
+                "tcp_lro",
+                "vlan_filter",
+                "scatter"
+            ]
+        );
+        assert_eq!(
+            tx_offload_names(0x802d),
+            [
+                "vlan_insert",
+                "udp_cksum",
+                "tcp_cksum",
+                "tcp_tso",
+                "multi_segs"
+            ]
+        );
+        assert_eq!(rx_offload_names(0), Vec::<&str>::new());
+        assert_eq!(rx_offload_names(1 << 40), ["other"]);
+        assert_eq!(tx_offload_names(0x2 | 1 << 50), ["ipv4_cksum", "other"]);
+    }
+
+    #[test]
+    fn rss_capability_in_words() {
+        assert_eq!(rss_text(0, 0), "none");
+        let v4tcp = (sys::RTE_ETH_RSS_IPV4 | sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP) as u64;
+        assert_eq!(rss_text(v4tcp, 128), "ipv4 ipv4-tcp reta 128");
+        assert_eq!(
+            rss_text(
+                sys::RTE_ETH_RSS_NONFRAG_IPV4_TCP as u64 | 1 << 40 | 1 << 41,
+                64
+            ),
+            "ipv4-tcp +2 flow types reta 64"
+        );
+    }
+
+    #[test]
+    fn checksum_needs_ipv4_and_tcp() {
+        let mut d = DeviceInfo {
+            rx_offload_capa: 0x221d,
+            tx_offload_capa: 0x802d,
+            ..DeviceInfo::default()
+        };
+        assert!(!d.rx_checksum() && !d.tx_checksum());
+        d.rx_offload_capa |= 0x2;
+        d.tx_offload_capa |= 0x2;
+        assert!(d.rx_checksum() && d.tx_checksum());
+    }
 }

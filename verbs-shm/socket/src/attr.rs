@@ -54,7 +54,7 @@ pub struct DeviceAttr {
 }
 
 /// Query Port.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortAttr {
     /// Index (0-based).
     pub index: u32,
@@ -72,6 +72,30 @@ pub struct PortAttr {
     pub link_up: bool,
     /// Link speed in Mbit/s (0 unknown).
     pub speed_mbps: u32,
+    /// Link changes to up since start (the first up included).
+    pub link_ups: u64,
+    /// Link changes to down since start.
+    pub link_downs: u64,
+    /// The DPDK driver (`net_virtio`, `net_ice`, `net_mlx5`, `net_memif`, ...).
+    pub driver: String,
+    /// Queue pairs in use (one per dataplane core).
+    pub queues: u16,
+    /// Receive queues the device offers.
+    pub max_rx_queues: u16,
+    /// Transmit queues the device offers.
+    pub max_tx_queues: u16,
+    /// Receive offload capabilities, DPDK's names, space-separated.
+    pub rx_offloads: String,
+    /// Transmit offload capabilities, DPDK's names, space-separated.
+    pub tx_offloads: String,
+    /// IPv4+TCP checksum offload in use on receive.
+    pub rx_checksum: bool,
+    /// IPv4+TCP checksum offload in use on transmit.
+    pub tx_checksum: bool,
+    /// RSS capability in words (`none`, `ipv4 ipv4-tcp reta 128`).
+    pub rss_capa: String,
+    /// RSS spreads received flows over the queues.
+    pub rss: bool,
 }
 
 /// Where a ring lives in the client's ring area.

@@ -78,6 +78,7 @@ fn port() -> PortAttr {
         device: "net_memif0".into(),
         link_up: true,
         speed_mbps: 10_000,
+        ..PortAttr::default()
     }
 }
 
