@@ -6,10 +6,13 @@
 # over a veth, the shared-memory verbs tests (client processes on two daemons, admission
 # under a flood), the drop-in libraries' tests. Then as stages: the pcap check, the
 # restart-after-kill loop, Debian's unmodified RDMA tools over the drop-in libraries, the
-# Debian package (install, demo, purge), the loom models of the shared-memory rings, and the interop matrix against Linux siw in a
-# QEMU guest (scripts/interop-siw.sh, ../shared/siw-vm).
+# Debian package (install, demo, purge), the loom models of the shared-memory rings, the
+# interop matrix against Linux siw in a QEMU guest (scripts/interop-siw.sh,
+# ../shared/siw-vm), and iwarpd on an emulated PCI NIC in QEMU guests (scripts/nic-vm.sh,
+# its one-queue cells).
 # Needs root (DPDK, network namespaces, QEMU). Every stage runs; the exit status is 1 if
-# any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix (about 6 minutes).
+# any failed. IWARP_SKIP_INTEROP=1 leaves out the siw matrix and the NIC guests (about 10
+# minutes).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh || exit 1
@@ -51,6 +54,10 @@ if [ "${IWARP_SKIP_INTEROP:-0}" = 1 ]; then
     echo "test-all: interop-siw skipped (IWARP_SKIP_INTEROP=1)"
 else
     stage "interop-siw" bash scripts/interop-siw.sh
+    # iwarpd on an emulated PCI NIC (virtio-net-pci bound to uio_pci_generic in QEMU
+    # guests, docs/NIC.md): the one-queue cells, about 2 minutes plus the release build
+    # (the whole set, about 6 minutes: scripts/nic-vm.sh).
+    stage "nic-vm" bash scripts/nic-vm.sh --only 'virtio-1q\.(write|read|send)'
 fi
 echo "test-all: finished in $(( $(date +%s) - start )) s"
 if [ ${#failed[@]} -gt 0 ]; then
