@@ -2,11 +2,11 @@
 # Debian's unmodified RDMA tools over iwarpd (docs/DROPIN.md): two iwarpd joined by memif
 # (one dataplane core each), then through scripts/iwarp-run: ibv_devices and ibv_devinfo
 # on daemon A, and rping (SEND/RECV, RDMA READ and WRITE, every ping validated; default
-# and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw
-# also with -q 4 and with -a (2 bytes to 8 MiB, 5 iterations each), ib_read_bw,
-# ib_send_lat, ib_write_lat, ib_read_lat; -R, 200 iterations), rdma_server/rdma_client,
-# ucmatose, and libfabric's fi_pingpong (verbs msg and verbs;ofi_rxm rdm) from
-# daemon B to daemon A. Ends with
+# and 4 KiB buffers, which overlap in the heap) and perftest (ib_send_bw, ib_write_bw,
+# ib_read_bw, ib_send_lat, ib_write_lat, ib_read_lat; -R, 200 iterations; each tool
+# again with -a (2 bytes to 8 MiB, 5 iterations each), the bandwidth tools with -q 4),
+# rdma_server/rdma_client, ucmatose, and libfabric's fi_pingpong (verbs msg and
+# verbs;ofi_rxm rdm) from daemon B to daemon A. Ends with
 # "N passed, N failed"; exits non-zero when anything failed.
 #
 #   scripts/demo-dropin.sh                # builds iwarpd and the libraries (release)
@@ -177,8 +177,16 @@ CM_TIMEOUT=240 cm_pair fi_pingpong-msg 'bytes' fi_pingpong -p verbs -e msg "${fa
   -- fi_pingpong -p verbs -e msg "${fab[@]}" -P 47601 -d "iwarp_$b" 198.18.0.1
 CM_TIMEOUT=240 cm_pair fi_pingpong-rdm 'bytes' fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -B 47602 \
   -d "iwarp_$a" -- fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -P 47602 -d "iwarp_$b" 198.18.0.1
-# Every size from 2 bytes to 8 MiB (-a), a few iterations each.
+# Every size from 2 bytes to 8 MiB (-a), a few iterations each, every tool; the bandwidth
+# tools also on 4 QPs (-q 4).
 PERFTEST_ITERS=5 perftest_pair ib_write_bw-all 18523 ib_write_bw -a
+PERFTEST_ITERS=5 perftest_pair ib_send_bw-all 18524 ib_send_bw -a
+PERFTEST_ITERS=5 perftest_pair ib_read_bw-all 18525 ib_read_bw -a
+PERFTEST_ITERS=5 perftest_pair ib_send_lat-all 18526 ib_send_lat -a
+PERFTEST_ITERS=5 perftest_pair ib_write_lat-all 18527 ib_write_lat -a
+PERFTEST_ITERS=5 perftest_pair ib_read_lat-all 18528 ib_read_lat -a
+perftest_pair ib_send_bw-q4 18529 ib_send_bw -q 4
+perftest_pair ib_read_bw-q4 18530 ib_read_bw -q 4
 
 echo "demo-dropin: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

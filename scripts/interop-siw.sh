@@ -148,9 +148,6 @@ build() {
     mkdir -p "$DROPIN_LIB"
     ln -sfn ../libibverbs.so "$DROPIN_LIB/libibverbs.so.1"
     ln -sfn ../librdmacm.so "$DROPIN_LIB/librdmacm.so.1"
-    # iwarp-perftest (perftest.* cells; a missing binary fails only those cells).
-    (cd "$ROOT" && timeout 1800 cargo build -q -p iwarp-perf --bin iwarp-perftest) \
-        || log "iwarp-perftest build failed: the perftest.* cells will fail"
     if [ ! -f /usr/include/rdma/rdma_cma.h ]; then
         log "installing librdmacm-dev (headers for siw_peer)"
         DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends librdmacm-dev >/dev/null \
@@ -699,9 +696,8 @@ cell_abort_by_iwarpd() {
         || { REASON="iwarpd's abort put neither a RST nor a Terminate on the wire"; return 1; }
 }
 
-# ---- perftest (iwarp-perftest, benches/perf) ----
-
-IW_PERFTEST=$TGT/debug/iwarp-perftest
+# ---- perftest: Debian's ib_* tools on both ends, on the iwarpd host through the drop-in
+# libraries (dropin_run, below) ----
 
 # perftest_wire: both connections of a perftest run (the channel and the data connection)
 # on the wire, none with a Terminate or a RST.
@@ -731,79 +727,6 @@ perftest_wire() {
 # perftest_race TOOL_OUTPUT: the tool hit perftest's start-up race on iWARP (a SEND before
 # the peer's receive; siw-vm README): worth another try on a fresh port.
 perftest_race() { echo "$1" | grep -qE 'Bad wc status|Unable to read from socket/rdma_cm'; }
-
-# iwarpd passive: iwarp-perftest TOOL as the server, `ib_TOOL -R` on siw as the client.
-# cell_perftest_pas TOOL SIZE ITERS PORT [SIW_P2P [IWARPD_SET...]]
-cell_perftest_pas() {
-    local tool=$1 size=$2 iters=$3 port=$4 p2p=${5:-0} out try
-    shift 4; [ $# -gt 0 ] && shift
-    need_verbs mpa.revision=2 'mpa.crc="off"' "$@" || return 1
-    [ -x "$IW_PERFTEST" ] || { not_implemented "$IW_PERFTEST not built"; return 1; }
-    for try in 1 2 3; do
-        "$IW_PERFTEST" "$tool" -a "$DAEMON_IP" -p "$port" -s "$size" -n "$iters" -d siw-srv \
-            --timeout-ms 45000 >"$TMP/iwp.log" 2>&1 &
-        local spid=$!
-        for _ in $(seq 50); do grep -q listening "$TMP/iwp.log" && break; sleep 0.1; done
-        out=$(GT=50 guest "$(siwknobs 2 0 "$p2p") ib_$tool -R -F -p $port -s $size -n $iters $DAEMON_IP" 2>&1)
-        local rc=$?; echo "== try $try"; echo "$out"
-        for _ in $(seq 100); do kill -0 $spid 2>/dev/null || break; sleep 0.1; done
-        kill $spid 2>/dev/null; wait $spid; local src=$?
-        cat "$TMP/iwp.log"
-        if [ $rc -ne 0 ] && perftest_race "$out" && [ $try -lt 3 ]; then
-            port=$((port + 20)); continue
-        fi
-        break
-    done
-    [ $rc -eq 0 ] || { REASON="ib_$tool exit $rc: $(echo "$out" | grep -vE '^ *(-|\*)|^$' | tail -2 | tr '\n' ' ')"; return 1; }
-    echo "$out" | grep -qE "^ *$size +$iters +[0-9]" \
-        || { REASON="ib_$tool printed no result line for $size B x $iters"; return 1; }
-    [ $src -eq 0 ] || { REASON="iwarp-perftest: $(grep '^error' "$TMP/iwp.log" | head -1)"; return 1; }
-    [ "$try" = 1 ] || echo "note: try $try (perftest's start-up race)"
-    perftest_wire
-}
-
-# iwarpd active: `ib_TOOL -R` on siw as the server, iwarp-perftest TOOL as its client.
-# cell_perftest_act TOOL SIZE ITERS PORT
-cell_perftest_act() {
-    local tool=$1 size=$2 iters=$3 port=$4 out gl try rc
-    need_verbs mpa.revision=2 'mpa.crc="off"' mpa.p2p=false || return 1
-    [ -x "$IW_PERFTEST" ] || { not_implemented "$IW_PERFTEST not built"; return 1; }
-    for try in 1 2 3; do
-        out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) timeout 50 ib_$tool -R -F -p $port -s $size -n $iters") || return 1
-        gl=${out#* }
-        guest_wait_listen "$port" || { REASON="ib_$tool did not listen"; guest "cat $gl"; return 1; }
-        out=$(timeout 60 "$IW_PERFTEST" "$tool" -p "$port" -s "$size" -n "$iters" -d siw-srv \
-            --timeout-ms 45000 "$GUEST_IP" 2>&1)
-        rc=$?; echo "== try $try"; echo "$out"
-        local gout=""
-        for _ in $(seq 40); do
-            gout=$(guest "cat $gl; pgrep -x ib_$tool >/dev/null && echo STILL-RUNNING")
-            # Nothing at all: the read through run-in-guest failed (seen once with a clean
-            # exchange on the wire); read again.
-            [ -z "$gout" ] && { sleep 0.5; continue; }
-            echo "$gout" | grep -q STILL-RUNNING || break
-            sleep 0.5
-        done
-        echo "$gout"
-        guest "pkill -x ib_$tool" >/dev/null 2>&1
-        if [ $rc -ne 0 ] && perftest_race "$gout" && [ $try -lt 3 ]; then
-            port=$((port + 20)); continue
-        fi
-        break
-    done
-    [ $rc -eq 0 ] || { REASON="iwarp-perftest: $(echo "$out" | grep '^error' | head -1)"; return 1; }
-    echo "$gout" | grep -q STILL-RUNNING && { REASON="ib_$tool did not finish"; return 1; }
-    # ib_read_lat's server measures nothing and prints no result; the others print theirs
-    # (ib_write_bw's and ib_read_bw's: the client's report fields).
-    if [ "$tool" != read_lat ]; then
-        echo "$gout" | grep -qE "^ *$size +$iters +[0-9]" \
-            || { REASON="ib_$tool (server) printed no result line for $size B x $iters"; return 1; }
-    fi
-    echo "$out" | grep -qE "^client done: $size B x $iters: .* completed=$iters" \
-        || { REASON="iwarp-perftest did not complete $iters operations"; return 1; }
-    [ "$try" = 1 ] || echo "note: try $try (perftest's start-up race)"
-    perftest_wire
-}
 
 # ---- Debian's unmodified rping and perftest on the iwarpd host (the drop-in libraries) ----
 
@@ -855,10 +778,11 @@ cell_dropin_rping_pas() {
 }
 
 # iwarpd passive: Debian's `ib_TOOL -R` as the server on iwarpd (drop-in), `ib_TOOL -R` on
-# siw as the client. cell_dropin_perftest_pas TOOL SIZE ITERS PORT [SIW_P2P]
-cell_dropin_perftest_pas() {
+# siw as the client. cell_perftest_pas TOOL SIZE ITERS PORT [SIW_P2P [IWARPD_SET...]]
+cell_perftest_pas() {
     local tool=$1 size=$2 iters=$3 port=$4 p2p=${5:-0} out try rc src
-    need_verbs mpa.revision=2 'mpa.crc="off"' || return 1
+    shift 4; [ $# -gt 0 ] && shift
+    need_verbs mpa.revision=2 'mpa.crc="off"' "$@" || return 1
     for try in 1 2 3; do
         dropin_run timeout 60 "ib_$tool" -R -F -p "$port" -s "$size" -n "$iters" >"$TMP/dp.log" 2>&1 &
         local spid=$!
@@ -888,8 +812,8 @@ cell_dropin_perftest_pas() {
 }
 
 # iwarpd active: `ib_TOOL -R` on siw as the server, Debian's `ib_TOOL -R` on iwarpd
-# (drop-in) as its client. cell_dropin_perftest_act TOOL SIZE ITERS PORT
-cell_dropin_perftest_act() {
+# (drop-in) as its client. cell_perftest_act TOOL SIZE ITERS PORT
+cell_perftest_act() {
     local tool=$1 size=$2 iters=$3 port=$4 out gl try rc
     need_verbs mpa.revision=2 'mpa.crc="off"' mpa.p2p=false || return 1
     for try in 1 2 3; do
@@ -977,7 +901,8 @@ matrix() {
     run_cell reject.by-iwarpd-app cell_reject_by_app
     run_cell reject.of-iwarpd-app cell_reject_of_app
     run_cell close.abort.by-iwarpd cell_abort_by_iwarpd
-    # perftest: ib_*_bw / ib_*_lat -R on siw against iwarp-perftest (docs/INTEROP.md).
+    # perftest: Debian's ib_*_bw / ib_*_lat -R on both ends, the iwarpd side through the
+    # drop-in libraries (docs/INTEROP.md). iwarpd as the server:
     local t
     n=0
     for t in send_bw write_bw read_bw send_lat read_lat; do
@@ -992,7 +917,7 @@ matrix() {
     run_cell perftest.write-lat.64k.p2p cell_perftest_pas write_lat 65536 100 7516 1
     run_cell perftest.write-lat.no-first-fpdu-wait cell_perftest_pas write_lat 64 200 7507 0 \
         mpa.responder_waits_for_first_fpdu=false
-    # iwarpd as perftest's client (iwarp-perftest SERVER), the ib_* tool on siw the server.
+    # iwarpd as perftest's client, the ib_* tool on siw the server.
     n=0
     for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
         n=$((n + 1))
@@ -1004,21 +929,6 @@ matrix() {
     run_cell dropin.rping.act.16000 cell_dropin_rping_act 16000 7602
     run_cell dropin.rping.pas.64 cell_dropin_rping_pas 64 7603
     run_cell dropin.rping.pas.16000 cell_dropin_rping_pas 16000 7604
-    # Debian's perftest as the server on the iwarpd host, siw's as the client (its data
-    # connection comes while the server listens again: tcp.relisten_grace_ms;
-    # ib_write_lat's server writes first: siw in P2P mode, as perftest.write-lat.p2p).
-    n=0
-    for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
-        n=$((n + 1))
-        p2p=0; [ "$t" = write_lat ] && p2p=1
-        run_cell "dropin.perftest.pas.${t/_/-}" cell_dropin_perftest_pas "$t" 64 200 $((7610 + n)) $p2p
-    done
-    n=0
-    for t in send_bw write_bw read_bw send_lat write_lat read_lat; do
-        n=$((n + 1))
-        run_cell "dropin.perftest.act.${t/_/-}" cell_dropin_perftest_act "$t" 64 200 $((7620 + n))
-    done
-    run_cell dropin.perftest.act.write-bw.64k cell_dropin_perftest_act write_bw 65536 100 7627
 }
 
 # ---------------------------------------------------------------------------------------------
