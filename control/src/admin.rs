@@ -236,8 +236,24 @@ impl<C: CoreLink> ControlServer<C> {
                 });
             }
         }
-        out
+        merge_by_core(out)
     }
+}
+
+/// One set per core (ascending), then one for the sum: the dataplane's, the control
+/// server's and the services' counters of a core side by side (`iwarpctl counters` shows
+/// a column per set).
+fn merge_by_core(sets: Vec<CounterSet>) -> Vec<CounterSet> {
+    let mut out: Vec<CounterSet> = Vec::new();
+    for s in sets {
+        match out.iter_mut().find(|o| o.core == s.core) {
+            Some(o) => o.values.extend(s.values),
+            None => out.push(s),
+        }
+    }
+    // None (the sum) sorts first in Option's order: put it last.
+    out.sort_by_key(|s| s.core.map_or(u64::MAX, u64::from));
+    out
 }
 
 fn info(
@@ -362,5 +378,29 @@ fn objects<C: CoreLink>(ctx: &mut Ctx<C>, c: &Client, out: &mut Vec<ObjectInfo>)
             "valid",
             vec![kv("cqs", ch.users)],
         ));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counter_sets_of_one_core_are_one_column_and_the_sum_comes_last() {
+        let set = |core, name: &str, v| CounterSet {
+            core,
+            values: vec![(name.to_string(), v)],
+        };
+        let merged = merge_by_core(vec![
+            set(Some(1), "tcp_retransmissions", 2),
+            set(Some(0), "tcp_retransmissions", 1),
+            set(None, "tcp_retransmissions", 3),
+            set(None, "control_requests", 9),
+            set(Some(0), "shm_requests", 5),
+        ]);
+        let cores: Vec<_> = merged.iter().map(|s| s.core).collect();
+        assert_eq!(cores, [Some(0), Some(1), None]);
+        assert_eq!(merged[0].values.len(), 2);
+        assert_eq!(merged[2].values.len(), 2);
     }
 }

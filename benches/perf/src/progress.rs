@@ -1,6 +1,8 @@
 //! Interval lines of a timed run (`-D SECONDS`, every `--interval` seconds), as iperf3
 //! prints them: bandwidth tests the rate of the interval, latency tests its median and
-//! 99th percentile; each interval is kept for the JSON report.
+//! 99th percentile, both the daemon's TCP retransmissions in the interval (when the
+//! daemon tells them: `iwarpctl counters` is an administration request); each interval is
+//! kept for the JSON report.
 
 use std::time::{Duration, Instant};
 
@@ -21,6 +23,9 @@ pub struct IntervalResult {
     pub p50_us: Option<f64>,
     /// 99th percentile latency in the interval, microseconds (latency tests).
     pub p99_us: Option<f64>,
+    /// TCP segments the daemon retransmitted in the interval (every connection of its
+    /// cores), when it tells (root or `[control] admin_users`).
+    pub retransmissions: Option<u64>,
 }
 
 impl IntervalResult {
@@ -32,6 +37,14 @@ impl IntervalResult {
 
     /// The line printed for it.
     pub fn line(&self, size: u64) -> String {
+        let mut l = self.rate_line(size);
+        if let Some(r) = self.retransmissions {
+            l.push_str(&format!("   retransmissions {r}"));
+        }
+        l
+    }
+
+    fn rate_line(&self, size: u64) -> String {
         match (self.p50_us, self.p99_us) {
             (Some(p50), Some(p99)) => format!(
                 "[{:>6.1}-{:>6.1} s] {:>10} B {:>10} samples   p50 {:>9.2} us   p99 {:>9.2} us",
@@ -54,7 +67,6 @@ impl IntervalResult {
 }
 
 /// The interval clock of one size's measurement.
-#[derive(Debug)]
 pub struct Progress {
     every: Option<Duration>,
     size: u64,
@@ -65,6 +77,20 @@ pub struct Progress {
     /// The intervals so far.
     pub intervals: Vec<IntervalResult>,
     scratch: Vec<u64>,
+    /// Reads the daemon's retransmission counter (None: it does not tell).
+    retrans_source: Option<Box<dyn FnMut() -> Option<u64>>>,
+    retrans_mark: Option<u64>,
+}
+
+impl std::fmt::Debug for Progress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Progress")
+            .field("every", &self.every)
+            .field("size", &self.size)
+            .field("intervals", &self.intervals.len())
+            .field("retransmissions", &self.retrans_source.is_some())
+            .finish()
+    }
 }
 
 impl Progress {
@@ -81,7 +107,25 @@ impl Progress {
             mark_count: 0,
             intervals: Vec::new(),
             scratch: Vec::new(),
+            retrans_source: None,
+            retrans_mark: None,
         }
+    }
+
+    /// Interval lines also show what `source` counts between their ends (the daemon's
+    /// TCP retransmissions); read once per interval, a control-socket round trip.
+    pub fn with_retransmissions(
+        mut self,
+        source: impl FnMut() -> Option<u64> + 'static,
+    ) -> Progress {
+        if self.every.is_some() {
+            self.retrans_source = Some(Box::new(source));
+        }
+        self
+    }
+
+    fn read_retransmissions(&mut self) -> Option<u64> {
+        self.retrans_source.as_mut().and_then(|f| f())
     }
 
     /// Starts the clock (after the warm-up).
@@ -90,6 +134,7 @@ impl Progress {
         self.start = now;
         self.mark = now;
         self.mark_count = count;
+        self.retrans_mark = self.read_retransmissions();
     }
 
     /// True when an interval ended (one clock read, no other work).
@@ -129,6 +174,11 @@ impl Progress {
             }
             None => (None, None),
         };
+        let retrans_now = self.read_retransmissions();
+        let retransmissions = match (self.retrans_mark, retrans_now) {
+            (Some(a), Some(b)) => Some(b.saturating_sub(a)),
+            _ => None,
+        };
         let r = IntervalResult {
             start_s: (self.mark - self.start).as_secs_f64(),
             end_s: (now - self.start).as_secs_f64(),
@@ -136,11 +186,13 @@ impl Progress {
             bytes: messages * self.size,
             p50_us,
             p99_us,
+            retransmissions,
         };
         println!("{}", r.line(self.size));
         self.intervals.push(r);
         self.mark = now;
         self.mark_count = count;
+        self.retrans_mark = retrans_now;
     }
 }
 
@@ -168,5 +220,21 @@ mod tests {
         assert!(r.line(1000).contains("p99"), "{}", r.line(1000));
         // No interval asked: never due.
         assert!(!Progress::new(None, 1, 1).due());
+        // Retransmissions between the ends of each interval.
+        let mut n = 100u64;
+        let mut p = Progress::new(Some(Duration::ZERO), 1000, 1).with_retransmissions(move || {
+            n += 7;
+            Some(n)
+        });
+        p.start(0);
+        p.tick(10, None);
+        assert_eq!(p.intervals[0].retransmissions, Some(7));
+        assert!(p.intervals[0].line(1000).ends_with("retransmissions 7"));
+        // A daemon that does not tell: no figure, no word in the line.
+        let mut p = Progress::new(Some(Duration::ZERO), 1000, 1).with_retransmissions(|| None);
+        p.start(0);
+        p.tick(10, None);
+        assert_eq!(p.intervals[0].retransmissions, None);
+        assert!(!p.intervals[0].line(1000).contains("retrans"));
     }
 }

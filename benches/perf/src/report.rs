@@ -92,6 +92,7 @@ fn result_json(test: Test, r: &SizeResult) -> Value {
                     "start_s": i.start_s, "end_s": i.end_s, "messages": i.messages,
                     "bytes": i.bytes, "mb_per_s": i.mb_per_s(),
                     "p50_us": i.p50_us, "p99_us": i.p99_us,
+                    "retransmissions": i.retransmissions,
                 })
             })
             .collect();
@@ -199,12 +200,14 @@ mod tests {
             bytes: 655_360,
             p50_us: None,
             p99_us: None,
+            retransmissions: Some(3),
         });
         let j = json(&info, &[r]);
         let i = &j["results"][0]["intervals"][0];
         assert_eq!(i["messages"], 10);
         assert_eq!(i["mb_per_s"], 0.65536);
         assert!(i["p50_us"].is_null());
+        assert_eq!(i["retransmissions"], 3);
     }
 
     #[test]

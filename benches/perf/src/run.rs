@@ -80,11 +80,17 @@ pub fn server(args: &Args) -> Result<(), PerfError> {
     }
 }
 
+/// The daemon's TCP retransmissions so far (None when it does not tell this client).
+fn retransmissions_of(ctx: &iwarp_verbs::Context) -> impl FnMut() -> Option<u64> + 'static {
+    let ctx = ctx.clone();
+    move || ctx.counter("tcp_retransmissions").ok().flatten()
+}
+
 /// Measures one size over `eps`.
 fn measure(
     args: &Args,
+    side: &mut Side,
     eps: &mut [Endpoint],
-    arena: &mut iwarp_verbs::Arena,
     size: u64,
     samples: &mut Samples,
     ord: u32,
@@ -98,11 +104,12 @@ fn measure(
             .first_mut()
             .ok_or_else(|| PerfError::Setup("no connection".into()))?;
         let div = if test.reports_half_rtt() { 2 } else { 1 };
-        let mut progress = Progress::new(args.interval(), size, div);
+        let mut progress = Progress::new(args.interval(), size, div)
+            .with_retransmissions(retransmissions_of(&side.ctx));
         let n = client::latency(
             test,
             ep,
-            arena,
+            &mut side.arena,
             size32,
             (args.warmup, length(args)),
             samples,
@@ -124,7 +131,8 @@ fn measure(
             // Outstanding READs are bounded by the ORD.
             depth = depth.min(ord.max(1));
         }
-        let mut progress = Progress::new(args.interval(), size, 1);
+        let mut progress = Progress::new(args.interval(), size, 1)
+            .with_retransmissions(retransmissions_of(&side.ctx));
         let b = client::bandwidth(test, eps, size32, depth, length(args), &mut progress, idle)?;
         Ok(SizeResult {
             size,
@@ -187,15 +195,7 @@ pub fn client(
                     (Some(r), Some(a)) => Box::new(move || r.progress(a)),
                     _ => Box::new(noop),
                 };
-            measure(
-                args,
-                &mut eps,
-                &mut side.arena,
-                size,
-                &mut samples,
-                ord,
-                &mut *idle,
-            )?
+            measure(args, &mut side, &mut eps, size, &mut samples, ord, &mut *idle)?
         };
         println!("{}", report::row(&r));
         results.push(r);

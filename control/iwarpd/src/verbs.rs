@@ -153,6 +153,7 @@ pub fn start(
         QpPlacement::RoundRobin => PlacementPolicy::RoundRobin,
         QpPlacement::Hash => PlacementPolicy::Hash,
     };
+    let counter_stats = stats.clone();
     let mut server = ControlServer::new(
         control_config(cfg),
         handles,
@@ -161,6 +162,7 @@ pub fn start(
         port_attrs(cfg, ports),
         Some(Placement::new(policy, stats)),
     )?;
+    server.set_counters(Box::new(move || dataplane_counters(&counter_stats)));
     server.set_service_ports(service_ports)?;
     server.set_links(Box::new(move |i| {
         links.get(i).map(|v| (v.up, v.speed_mbps, v.ups, v.downs))
@@ -175,3 +177,26 @@ pub fn start(
         })
         .map_err(|e| format!("cannot start the control thread: {e}"))
 }
+
+/// The dataplane's counters for `Admin(Counters)` (`iwarpctl counters`, and
+/// `Context::counters` of the client library): each core's loop counters and its ports'
+/// counters summed (TCP, MPA, drops by reason), then the sum over cores (`core: None`).
+/// The same snapshots `iwarpd stats` and the metrics endpoint read.
+pub(crate) fn dataplane_counters(stats: &[Arc<CoreStats>]) -> Vec<iwarp_shm_socket::CounterSet> {
+    let snaps: Vec<_> = stats.iter().map(|c| c.snapshot()).collect();
+    let set = |core: Option<u32>, s: &iwarp_runtime::counters::Snapshot| {
+        let mut values = Vec::new();
+        s.core.for_each(|n, v| values.push((n.to_string(), v)));
+        s.total()
+            .for_each(|prefix, n, v| values.push((format!("{prefix}{n}"), v)));
+        iwarp_shm_socket::CounterSet { core, values }
+    };
+    let mut out: Vec<_> = snaps
+        .iter()
+        .enumerate()
+        .map(|(i, s)| set(Some(i as u32), s))
+        .collect();
+    out.push(set(None, &iwarp_runtime::counters::Snapshot::sum(&snaps)));
+    out
+}
+

@@ -177,6 +177,36 @@ impl Context {
         &self.inner.welcome.device
     }
 
+    /// The daemon's dataplane counters, per core and summed (`core: None`): what
+    /// `iwarpctl counters` shows. An administration request: a client that is not root
+    /// (or in `[control] admin_users`) gets the daemon's `NotAdmin` error.
+    pub fn counters(&self) -> Result<Vec<iwarp_shm_socket::CounterSet>> {
+        match self.inner.call(iwarp_shm_socket::Request::Admin(
+            iwarp_shm_socket::AdminRequest::Counters,
+        ))? {
+            iwarp_shm_socket::Response::Admin(iwarp_shm_socket::AdminResponse::Counters(c)) => {
+                Ok(c)
+            }
+            r => Err(unexpected("Counters", &r)),
+        }
+    }
+
+    /// One counter of the daemon by name, summed over its cores (see
+    /// [`Context::counters`]); None when the daemon has no counter of that name.
+    pub fn counter(&self, name: &str) -> Result<Option<u64>> {
+        let sets = self.counters()?;
+        let of = |core_none: bool| {
+            sets.iter()
+                .filter(|s| s.core.is_none() == core_none)
+                .flat_map(|s| s.values.iter())
+                .filter(|(n, _)| n == name)
+                .map(|(_, v)| *v)
+                .reduce(|a, b| a.saturating_add(b))
+        };
+        // The daemon's own sum when it gives one, else the cores' values added up.
+        Ok(of(true).or_else(|| of(false)))
+    }
+
     /// Port attributes as given in the `Welcome` (no round trip).
     pub fn ports(&self) -> &[PortAttr] {
         &self.inner.welcome.ports
