@@ -7,9 +7,11 @@ set -euo pipefail
 HERE=$(cd "$(dirname "$0")" && pwd)
 ROOT=$(cd "$HERE/../.." && pwd)
 SIWVM=${SIWVM:-$(cd "$ROOT/../shared/siw-vm" 2>/dev/null && pwd)}
-export SIWVM_WORK=${SIWVM_WORK:-$ROOT/target/nic-vm/siw-work}
+# The same kernel build as the siw matrix (scripts/interop-siw.sh): built once, shared.
+export SIWVM_WORK=${SIWVM_WORK:-$ROOT/target/siw-vm/work}
 NICVM_WORK=${NICVM_WORK:-$ROOT/target/nic-vm/work}
 log() { printf '[nic-vm build %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+mkdir -p "$ROOT/target/nic-vm"
 
 "$SIWVM/build.sh" >"$ROOT/target/nic-vm/siw-build.log" 2>&1 \
     || { tail -20 "$ROOT/target/nic-vm/siw-build.log" >&2; log "siw-vm build.sh failed"; exit 1; }

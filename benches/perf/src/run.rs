@@ -195,7 +195,15 @@ pub fn client(
                     (Some(r), Some(a)) => Box::new(move || r.progress(a)),
                     _ => Box::new(noop),
                 };
-            measure(args, &mut side, &mut eps, size, &mut samples, ord, &mut *idle)?
+            measure(
+                args,
+                &mut side,
+                &mut eps,
+                size,
+                &mut samples,
+                ord,
+                &mut *idle,
+            )?
         };
         println!("{}", report::row(&r));
         results.push(r);

@@ -199,4 +199,3 @@ pub(crate) fn dataplane_counters(stats: &[Arc<CoreStats>]) -> Vec<iwarp_shm_sock
     out.push(set(None, &iwarp_runtime::counters::Snapshot::sum(&snaps)));
     out
 }
-
