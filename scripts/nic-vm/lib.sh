@@ -5,7 +5,7 @@
 NICVM_LIB=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=${ROOT:-$(cd "$NICVM_LIB/../.." && pwd)}
 SIWVM=${SIWVM:-$(cd "$ROOT/../shared/siw-vm" 2>/dev/null && pwd)}
-export SIWVM_WORK=${SIWVM_WORK:-$ROOT/target/nic-vm/siw-work}
+export SIWVM_WORK=${SIWVM_WORK:-$ROOT/target/siw-vm/work}
 export SIWVM_RUN=${SIWVM_RUN:-$ROOT/target/nic-vm/run}
 export SIWVM_NETNS=${SIWVM_NETNS:-iwnic}
 export SIWVM_BRIDGE=${SIWVM_BRIDGE:-nicbr0}
