@@ -184,13 +184,11 @@ pub fn start(
 /// The same snapshots `iwarpd stats` and the metrics endpoint read.
 pub(crate) fn dataplane_counters(stats: &[Arc<CoreStats>]) -> Vec<iwarp_shm_socket::CounterSet> {
     let snaps: Vec<_> = stats.iter().map(|c| c.snapshot()).collect();
-    let set = |core: Option<u32>, s: &iwarp_runtime::counters::Snapshot| {
-        let mut values = Vec::new();
-        s.core.for_each(|n, v| values.push((n.to_string(), v)));
-        s.total()
-            .for_each(|prefix, n, v| values.push((format!("{prefix}{n}"), v)));
-        iwarp_shm_socket::CounterSet { core, values }
-    };
+    let set =
+        |core: Option<u32>, s: &iwarp_runtime::counters::Snapshot| iwarp_shm_socket::CounterSet {
+            core,
+            values: s.named_values(),
+        };
     let mut out: Vec<_> = snaps
         .iter()
         .enumerate()

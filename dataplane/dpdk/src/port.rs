@@ -177,8 +177,7 @@ impl Port {
                     reason: format!("{}; {hint}", strerror(ret)),
                 };
             }
-        }
-        if !is_pci_address(&name) {
+        } else {
             if let Some((socket, abstract_)) = devargs::memif_server_socket(device) {
                 if memif::socket_busy(&socket, abstract_) {
                     return DpdkError::MemifSocketInUse { socket };

@@ -25,6 +25,16 @@ impl Snapshot {
         out
     }
 
+    /// Every counter with its plain name: the loop counters, then the ports' summed
+    /// (drops as `drop_<reason>`), in a fixed order: the rows of `iwarpctl counters`.
+    pub fn named_values(&self) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        self.core.for_each(|n, v| out.push((n.to_owned(), v)));
+        self.total()
+            .for_each(|pre, n, v| out.push((format!("{pre}{n}"), v)));
+        out
+    }
+
     /// JSON: `{"cores":n,"core":{...},"ports":{"<id>":{...}},"total":{...}}`.
     pub fn to_json(&self) -> String {
         fn obj(c: &PortCounters) -> String {
@@ -128,6 +138,20 @@ mod tests {
             },
             ports: vec![(0, p), (3, p)],
         }
+    }
+
+    #[test]
+    fn named_values_are_the_loop_counters_then_the_ports_summed() {
+        let s = sample();
+        let v = s.named_values();
+        let total = s.total();
+        let get = |n: &str| v.iter().find(|(k, _)| k == n).map(|(_, x)| *x);
+        assert_eq!(
+            get("tcp_retransmissions"),
+            Some(total.c.tcp_retransmissions)
+        );
+        assert_eq!(get("iterations"), Some(s.core.iterations));
+        assert!(v.iter().any(|(k, _)| k == "drop_no_route"));
     }
 
     #[test]

@@ -351,36 +351,38 @@ unsafe extern "C" fn wr_send(qpx: *mut sys::ibv_qp_ex) {
     });
 }
 
-unsafe extern "C" fn wr_send_inv(qpx: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
+/// A new WR of `opcode` naming a remote buffer (RDMA WRITE, READ).
+fn push_rdma(qpx: *mut sys::ibv_qp_ex, opcode: sys::ibv_wr_opcode, rkey: u32, remote_addr: u64) {
     with_batch(qpx, |x, b| {
-        if let Some(w) = b.push(x, sys::IBV_WR_SEND_WITH_INV) {
-            w.__bindgen_anon_1.invalidate_rkey = invalidate_rkey;
+        if let Some(w) = b.push(x, opcode) {
+            w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
         }
     });
+}
+
+/// A new WR of `opcode` invalidating `rkey` (SEND_WITH_INV, LOCAL_INV).
+fn push_inv(qpx: *mut sys::ibv_qp_ex, opcode: sys::ibv_wr_opcode, rkey: u32) {
+    with_batch(qpx, |x, b| {
+        if let Some(w) = b.push(x, opcode) {
+            w.__bindgen_anon_1.invalidate_rkey = rkey;
+        }
+    });
+}
+
+unsafe extern "C" fn wr_send_inv(qpx: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
+    push_inv(qpx, sys::IBV_WR_SEND_WITH_INV, invalidate_rkey);
 }
 
 unsafe extern "C" fn wr_rdma_write(qpx: *mut sys::ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    with_batch(qpx, |x, b| {
-        if let Some(w) = b.push(x, sys::IBV_WR_RDMA_WRITE) {
-            w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
-        }
-    });
+    push_rdma(qpx, sys::IBV_WR_RDMA_WRITE, rkey, remote_addr);
 }
 
 unsafe extern "C" fn wr_rdma_read(qpx: *mut sys::ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    with_batch(qpx, |x, b| {
-        if let Some(w) = b.push(x, sys::IBV_WR_RDMA_READ) {
-            w.wr.rdma = sys::ibv_send_wr__bindgen_ty_2__bindgen_ty_1 { remote_addr, rkey };
-        }
-    });
+    push_rdma(qpx, sys::IBV_WR_RDMA_READ, rkey, remote_addr);
 }
 
 unsafe extern "C" fn wr_local_inv(qpx: *mut sys::ibv_qp_ex, invalidate_rkey: u32) {
-    with_batch(qpx, |x, b| {
-        if let Some(w) = b.push(x, sys::IBV_WR_LOCAL_INV) {
-            w.__bindgen_anon_1.invalidate_rkey = invalidate_rkey;
-        }
-    });
+    push_inv(qpx, sys::IBV_WR_LOCAL_INV, invalidate_rkey);
 }
 
 unsafe extern "C" fn wr_bind_mw(

@@ -277,19 +277,12 @@ fn the_daemon_killed_under_a_program_gives_errnos() {
     let mut d = Daemon::start_alone("ibvgone");
     let dir = temp_dir("gone");
     std::os::unix::fs::symlink(&d.socket, dir.join(format!("{}.verbs", d.name))).unwrap();
-    let mut child =
-        std::process::Command::new(iwarp_apps::system::workspace_root().join("scripts/iwarp-run"))
-            .arg(&prog)
-            .arg("gone")
-            .env("IWARP_LIB_DIR", &lib)
-            .env("IWARP_VERBS_DIR", &dir)
-            .env("IWARP_DEBUG", "1")
-            .env_remove("IWARP_VERBS_SOCKET")
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("start edges gone");
+    let mut child = iwarp_run_command(&lib, &dir, &prog, &["gone"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start edges gone");
     let mut so = std::io::BufReader::new(child.stdout.take().expect("stdout"));
     let mut line = String::new();
     so.read_line(&mut line).expect("first line");

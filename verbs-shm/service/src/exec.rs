@@ -425,16 +425,10 @@ impl ShmService {
                     Some(c) if c.client == client => {}
                     _ => return Err(ServiceError::Invalid("connection of another client")),
                 }
-                // The receives the client posted before it accepted go first: its RQ
-                // ring is served on doorbells, and this request (on the control socket)
-                // can overtake them; the initiator may send as soon as the MPA Reply
-                // arrives (revision 1, or no RTR), and a Send finding no receive ends the
-                // connection with a Terminate. Bounded by the ring's depth.
-                for _ in 0..=self.rq_ring_bursts(qp) {
-                    if !self.serve_rq(engine, qp) {
-                        break;
-                    }
-                }
+                // The receives posted before the Accept go first (the initiator may send
+                // as soon as the MPA Reply arrives; a Send finding no receive is a
+                // Terminate).
+                self.drain_ring(engine, qp, false);
                 engine.accept(now, conn, qp, params)?;
                 self.conns.insert(
                     conn,
@@ -464,15 +458,9 @@ impl ShmService {
             }
             Q::Disconnect { client, qp } => {
                 self.own_qp(client, qp)?;
-                // The WRs the client posted before it asked to disconnect go first: its
-                // SQ ring is served on doorbells, and this request (on the control
-                // socket) can overtake them; a graceful close sends what was posted.
-                // Bounded: the ring holds at most its depth, served a burst at a time.
-                for _ in 0..=self.sq_ring_bursts(qp) {
-                    if !self.serve_sq(engine, qp) {
-                        break;
-                    }
-                }
+                // The WRs posted before the Disconnect go first: a graceful close sends
+                // what was posted.
+                self.drain_ring(engine, qp, true);
                 engine.disconnect(now, qp)?;
                 Ok(ServiceReply::Done)
             }

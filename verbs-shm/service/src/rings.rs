@@ -146,26 +146,37 @@ impl ShmService {
         self.cfg.ring_burst.max(1)
     }
 
-    /// Bursts it takes to serve a QP's whole SQ ring (0 for an unknown QP).
-    pub(crate) fn sq_ring_bursts(&self, qp: QpId) -> usize {
-        self.qps
-            .get(&qp)
-            .map_or(0, |q| q.sq.layout().entries() as usize / self.burst() + 1)
-    }
-
-    /// Bursts it takes to serve a QP's whole RQ ring (0 for an unknown QP or one with an
-    /// SRQ).
-    pub(crate) fn rq_ring_bursts(&self, qp: QpId) -> usize {
-        self.qps
-            .get(&qp)
-            .and_then(|q| q.rq.as_ref())
-            .map_or(0, |(rq, _)| {
-                rq.layout().entries() as usize / self.burst() + 1
-            })
+    /// Serves everything in a QP's SQ ring (`sq`) or RQ ring now, without waiting for
+    /// its doorbell: a control request on the QP (on the control socket) can overtake the
+    /// doorbell of WRs posted before it, and those must reach the engine first (a
+    /// Disconnect's graceful close sends what was posted; an Accept's peer may send as soon
+    /// as the MPA Reply arrives). Bounded by the ring's depth, a burst at a time.
+    pub(crate) fn drain_ring(&mut self, engine: &mut Engine, qp: QpId, sq: bool) {
+        let Some(q) = self.qps.get(&qp) else {
+            return;
+        };
+        let entries = if sq {
+            q.sq.layout().entries()
+        } else {
+            match &q.rq {
+                Some((rq, _)) => rq.layout().entries(),
+                None => return, // an SRQ: shared, served on its own doorbell
+            }
+        };
+        for _ in 0..=entries as usize / self.burst() {
+            let more = if sq {
+                self.serve_sq(engine, qp)
+            } else {
+                self.serve_rq(engine, qp)
+            };
+            if !more {
+                break;
+            }
+        }
     }
 
     /// Serves a QP's SQ; true if slots are left.
-    pub(crate) fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+    fn serve_sq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
         let Some(q) = self.qps.get(&qp) else {
             return false;
         };
@@ -240,7 +251,7 @@ impl ShmService {
     }
 
     /// Serves a QP's RQ; true if slots are left.
-    pub(crate) fn serve_rq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
+    fn serve_rq(&mut self, engine: &mut Engine, qp: QpId) -> bool {
         let Some(q) = self.qps.get(&qp) else {
             return false;
         };

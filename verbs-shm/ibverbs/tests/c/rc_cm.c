@@ -24,6 +24,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "check.h"
+#include "cm_check.h"
 
 #define REGION (256 * 1024)
 #define MSG 64
@@ -43,17 +44,6 @@ static char *buf; /* [msg in | msg out | SRC | DST] */
 static char pattern(int which, size_t i)
 {
 	return (char)((i * 7 + which * 13 + (i >> 9)) & 0xff);
-}
-
-static void expect_event(enum rdma_cm_event_type want, struct rdma_cm_id **id)
-{
-	struct rdma_cm_event *ev;
-	CHECK(rdma_get_cm_event(ec, &ev) == 0, "get_cm_event");
-	CHECK(ev->event == want, "event %s (status %d), expected %s", rdma_event_str(ev->event),
-	      ev->status, rdma_event_str(want));
-	if (id)
-		*id = ev->id;
-	CHECK(rdma_ack_cm_event(ev) == 0, "ack");
 }
 
 static void setup(struct rdma_cm_id *id)
@@ -163,12 +153,12 @@ int main(int argc, char **argv)
 		CHECK(rdma_listen(listener, 4) == 0, "listen");
 		printf("listening\n");
 		fflush(stdout);
-		expect_event(RDMA_CM_EVENT_CONNECT_REQUEST, &id);
+		expect_cm_event(ec, RDMA_CM_EVENT_CONNECT_REQUEST, &id);
 		CHECK(id != listener && id->verbs, "request id");
 		setup(id);
 		struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4 };
 		CHECK(rdma_accept(id, &p) == 0, "accept");
-		expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_ESTABLISHED, NULL);
 		if (badkey) {
 			expect_async(id, IBV_EVENT_QP_ACCESS_ERR);
 			printf("ok\n");
@@ -204,17 +194,17 @@ int main(int argc, char **argv)
 		/* 4: bye. */
 		wc = next_wc(1);
 		CHECK(wc.opcode == IBV_WC_RECV && strcmp(buf, "bye") == 0, "bye");
-		expect_event(RDMA_CM_EVENT_DISCONNECTED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_DISCONNECTED, NULL);
 	} else {
 		CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)&sa, 2000) == 0, "resolve_addr");
-		expect_event(RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
 		CHECK(rdma_resolve_route(id, 2000) == 0, "resolve_route");
-		expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL);
 		setup(id);
 		struct rdma_conn_param p = { .responder_resources = 4, .initiator_depth = 4,
 					     .retry_count = 7 };
 		CHECK(rdma_connect(id, &p) == 0, "connect");
-		expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_ESTABLISHED, NULL);
 		out = buf + MSG;
 		char *src = buf + 2 * MSG, *dst = src + REGION;
 		if (badkey) {
@@ -248,7 +238,7 @@ int main(int argc, char **argv)
 		wc = next_wc(0);
 		CHECK(wc.opcode == IBV_WC_SEND && wc.wr_id == 11, "bye sent");
 		CHECK(rdma_disconnect(id) == 0, "disconnect");
-		expect_event(RDMA_CM_EVENT_DISCONNECTED, NULL);
+		expect_cm_event(ec, RDMA_CM_EVENT_DISCONNECTED, NULL);
 	}
 	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0, "destroy_id");

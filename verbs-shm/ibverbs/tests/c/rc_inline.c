@@ -29,6 +29,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "check.h"
+#include "cm_check.h"
 
 #define ROUNDS 24
 #define BATCH 32
@@ -61,17 +62,6 @@ static char pattern(size_t msg, size_t i)
 static uint32_t msg_len(size_t i)
 {
 	return 1 + (uint32_t)((i * 37) % INLINE_MAX);
-}
-
-static void expect_event(enum rdma_cm_event_type want, struct rdma_cm_id **id)
-{
-	struct rdma_cm_event *ev;
-	CHECK(rdma_get_cm_event(ec, &ev) == 0, "get_cm_event");
-	CHECK(ev->event == want, "event %s (status %d), expected %s", rdma_event_str(ev->event),
-	      ev->status, rdma_event_str(want));
-	if (id)
-		*id = ev->id;
-	CHECK(rdma_ack_cm_event(ev) == 0, "ack");
 }
 
 static struct ibv_wc next_wc(void)
@@ -185,10 +175,10 @@ static void setup(struct rdma_cm_id *id, uint32_t max_inline)
 static void server(struct rdma_cm_id *listener)
 {
 	struct rdma_cm_id *id;
-	expect_event(RDMA_CM_EVENT_CONNECT_REQUEST, &id);
+	expect_cm_event(ec, RDMA_CM_EVENT_CONNECT_REQUEST, &id);
 	setup(id, 0);
 	CHECK(rdma_accept(id, NULL) == 0, "accept");
-	expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_ESTABLISHED, NULL);
 	struct ibv_qp *qp = id->qp;
 
 	/* A type 2 window over [WIN_OFF, WIN_OFF + WIN_LEN) of the write area. */
@@ -266,7 +256,7 @@ static void server(struct rdma_cm_id *listener)
 	CHECK(strcmp(buf + slot * MSG, "fin") == 0, "fin text");
 	for (size_t j = 0; j < WIN_LEN; j++)
 		CHECK(area[WIN_OFF + j] == pattern(200000, j), "window byte %zu", j);
-	expect_event(RDMA_CM_EVENT_DISCONNECTED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_DISCONNECTED, NULL);
 	rdma_destroy_qp(id);
 	CHECK(ibv_dealloc_mw(mw) == 0, "dealloc_mw");
 	CHECK(rdma_destroy_id(id) == 0, "destroy_id");
@@ -293,12 +283,12 @@ static void post_retry(struct ibv_qp *qp, enum ibv_wr_opcode op, uint64_t wr_id,
 static void client(struct rdma_cm_id *id, struct sockaddr_in *sa)
 {
 	CHECK(rdma_resolve_addr(id, NULL, (struct sockaddr *)sa, 2000) == 0, "resolve_addr");
-	expect_event(RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_ADDR_RESOLVED, NULL);
 	CHECK(rdma_resolve_route(id, 2000) == 0, "resolve_route");
-	expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_ROUTE_RESOLVED, NULL);
 	setup(id, INLINE_MAX);
 	CHECK(rdma_connect(id, NULL) == 0, "connect");
-	expect_event(RDMA_CM_EVENT_ESTABLISHED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_ESTABLISHED, NULL);
 	struct ibv_qp *qp = id->qp;
 	struct ibv_wc wc = next_wc();
 	CHECK(wc.opcode == IBV_WC_RECV && wc.byte_len == sizeof(struct advert), "advert");
@@ -369,7 +359,7 @@ static void client(struct rdma_cm_id *id, struct sockaddr_in *sa)
 	}
 	printf("SQ full %d times\n", full);
 	CHECK(rdma_disconnect(id) == 0, "disconnect");
-	expect_event(RDMA_CM_EVENT_DISCONNECTED, NULL);
+	expect_cm_event(ec, RDMA_CM_EVENT_DISCONNECTED, NULL);
 	rdma_destroy_qp(id);
 	CHECK(rdma_destroy_id(id) == 0, "destroy_id");
 }

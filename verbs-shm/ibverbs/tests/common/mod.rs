@@ -97,17 +97,23 @@ pub fn can_run_daemons(test: &str) -> bool {
 }
 
 /// Runs `program args` through `scripts/iwarp-run` with the library of `lib` and the
-/// daemons of `verbs_dir`, `IWARP_DEBUG=1`.
+/// daemons of `verbs_dir`, `IWARP_DEBUG=1`: its output.
 pub fn iwarp_run(lib: &Path, verbs_dir: &Path, program: &Path, args: &[&str]) -> Output {
-    Command::new(workspace_root().join("scripts/iwarp-run"))
-        .arg(program)
+    iwarp_run_command(lib, verbs_dir, program, args)
+        .output()
+        .expect("run scripts/iwarp-run")
+}
+
+/// The command [`iwarp_run`] runs, for a caller that drives the program while it runs.
+pub fn iwarp_run_command(lib: &Path, verbs_dir: &Path, program: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(workspace_root().join("scripts/iwarp-run"));
+    c.arg(program)
         .args(args)
         .env("IWARP_LIB_DIR", lib)
         .env("IWARP_VERBS_DIR", verbs_dir)
         .env("IWARP_DEBUG", "1")
-        .env_remove("IWARP_VERBS_SOCKET")
-        .output()
-        .expect("run scripts/iwarp-run")
+        .env_remove("IWARP_VERBS_SOCKET");
+    c
 }
 
 /// stdout and stderr of an output, for assertion messages.
