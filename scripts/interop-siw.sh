@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # iwarpd against Linux soft-iWARP (siw) on the wire: the interop matrix.
 #
-#   sudo scripts/interop-siw.sh [--only REGEX] [--list] [--keep-up] [--out DIR]
+#   sudo scripts/interop-siw.sh [--only REGEX] [--repeat N] [--list] [--keep-up] [--out DIR]
+#   (--repeat: each selected cell N times in a row, to hunt a flaky one)
 #
 # Builds what is missing (iwarpd, tests/interop-siw/siw_peer.c, the siw-vm guest image),
 # boots one siw-vm guest (g1 = 198.18.0.11, siw) on the harness's bridge inside network
@@ -26,7 +27,8 @@
 # KEEP_ALL=1 keeps the captures and logs of passed cells too ($OUT/passed), SIW_DEBUG=1
 # turns on siw's debug messages in the guest's dmesg, SIW_OPTS=k=v,... boots siw with
 # these module parameters (e.g. zcopy_tx=0).
-# Environment: IWARPD (binary; default target/release/iwarpd, built if missing), SIWVM (the
+# Environment: IWARPD (binary; default target/debug/iwarpd, brought up to date by cargo
+# first: a stale daemon never runs against fresh libraries), SIWVM (the
 # harness; default ../shared/siw-vm next to the repository), SIWVM_NETNS (iwsiw).
 # docs/INTEROP.md describes the matrix and lists every difference from siw found.
 set -uo pipefail
@@ -39,10 +41,8 @@ export SIWVM_NETNS=${SIWVM_NETNS:-iwsiw}
 export SIWVM_NET=198.18.0 SIWVM_BRIDGE=siwbr0
 NS=$SIWVM_NETNS
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
-if [ -z "${IWARPD:-}" ]; then   # the newer of the release and debug builds
-    IWARPD=$TGT/release/iwarpd
-    [ -x "$TGT/debug/iwarpd" ] && [ "$TGT/debug/iwarpd" -nt "$IWARPD" ] && IWARPD=$TGT/debug/iwarpd
-fi
+BUILD_IWARPD=0
+[ -z "${IWARPD:-}" ] && { IWARPD=$TGT/debug/iwarpd; BUILD_IWARPD=1; }
 IW_RPING=$TGT/debug/iw-rping
 DROPIN_LIB=$TGT/debug/iwarp-rdma
 OUT=$ROOT/target/siw-vm/interop
@@ -50,12 +50,13 @@ PEER_BIN=$ROOT/target/siw-vm/bin/siw_peer
 CFG=$ROOT/config/examples/siw-af-packet.toml
 WIRE=$ROOT/tests/interop-siw/mpa_wire.py
 VETH=iwv0 DAEMON_IP=198.18.0.2 GUEST=g1 GUEST_IP=198.18.0.11 LG_PORT=7000
-ONLY="" LIST=0 KEEP_UP=0
+ONLY="" LIST=0 KEEP_UP=0 REPEAT=1
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
 while [ $# -gt 0 ]; do
     case $1 in
         --only) ONLY=${2:?}; shift 2 ;;
+        --repeat) REPEAT=${2:?}; shift 2 ;;
         --list) LIST=1; shift ;;
         --keep-up) KEEP_UP=1; shift ;;
         --out) OUT=${2:?}; shift 2 ;;
@@ -133,10 +134,9 @@ preflight() {
 }
 
 build() {
-    if [ ! -x "$IWARPD" ]; then
-        log "building iwarpd"
-        (cd "$ROOT" && timeout 1800 cargo build -p iwarpd -q) || { echo "interop-siw: iwarpd build failed" >&2; exit 1; }
-        IWARPD=$TGT/debug/iwarpd
+    if [ $BUILD_IWARPD = 1 ]; then
+        log "building iwarpd (debug)"
+        (cd "$ROOT" && timeout 1800 cargo build -p iwarpd -p iwarpctl -q) || { echo "interop-siw: iwarpd build failed" >&2; exit 1; }
     fi
     log "building the interop tools (tests/interop-siw)"
     (cd "$ROOT" && timeout 1800 cargo build -q -p iwarp-interop-siw) \
@@ -253,6 +253,13 @@ run_cell() {
     local name=$1; shift
     cell_selected "$name" || return 0
     if [ $LIST -eq 1 ]; then echo "$name"; return 0; fi
+    local r
+    for ((r = 1; r < ${REPEAT:-1}; r++)); do run_cell_once "$name.r$r" "$@"; done
+    run_cell_once "$name" "$@"
+}
+
+run_cell_once() {
+    local name=$1; shift
     CELL=$name REASON=""
     local t0; t0=$(date +%s)
     local pcap="$TMP/$name.pcap" clog="$TMP/$name.log"
@@ -735,7 +742,8 @@ dropin_run() {
     [ -e "$DROPIN_LIB/libibverbs.so.1" ] || { echo "drop-in libraries not built"; return 127; }
     mkdir -p "$TMP/verbs"
     ln -sfn "$VERBS_SOCK" "$TMP/verbs/siw-srv.verbs"
-    IWARP_LIB_DIR=$DROPIN_LIB IWARP_VERBS_DIR=$TMP/verbs "$ROOT/scripts/iwarp-run" "$@"
+    # IWARP_DEBUG: a call that fails says why on the cell's log.
+    IWARP_DEBUG=1 IWARP_LIB_DIR=$DROPIN_LIB IWARP_VERBS_DIR=$TMP/verbs "$ROOT/scripts/iwarp-run" "$@"
 }
 
 # iwarpd active: `rping -s` on siw, Debian's `rping -c` on iwarpd. cell_dropin_rping_act SIZE PORT
@@ -816,14 +824,17 @@ cell_perftest_pas() {
 cell_perftest_act() {
     local tool=$1 size=$2 iters=$3 port=$4 out gl try rc
     need_verbs mpa.revision=2 'mpa.crc="off"' mpa.p2p=false || return 1
-    for try in 1 2 3; do
+    # Five tries: on a slow guest the start-up race below can be lost several times in a
+    # row; a lost try costs a few seconds (the siw server is not waited for).
+    for try in 1 2 3 4 5; do
         out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) timeout 50 ib_$tool -R -F -p $port -s $size -n $iters") || return 1
         gl=${out#* }
         guest_wait_listen "$port" || { REASON="ib_$tool did not listen"; guest "cat $gl"; return 1; }
         out=$(dropin_run timeout 60 "ib_$tool" -R -F -p "$port" -s "$size" -n "$iters" "$GUEST_IP" 2>&1)
         rc=$?; echo "== try $try"; echo "$out"
-        local gout=""
-        for _ in $(seq 40); do
+        local gout="" waits=40
+        [ $rc -eq 0 ] || waits=2 # the client failed: its server will not finish
+        for _ in $(seq $waits); do
             gout=$(guest "cat $gl; pgrep -x ib_$tool >/dev/null && echo STILL-RUNNING")
             [ -z "$gout" ] && { sleep 0.5; continue; } # the read failed: again
             grep -q STILL-RUNNING <<<"$gout" || break
@@ -834,12 +845,13 @@ cell_perftest_act() {
         # A reject: siw's server had its channel listener up but not yet the data
         # connection's (perftest's own start-up race; its client does not retry).
         if [ $rc -ne 0 ] && { perftest_race "$out$gout" || grep -qE 'RDMA_CM_EVENT_REJECTED|Unexpected CM event .* 8$' <<<"$out"; } \
-            && [ $try -lt 3 ]; then
-            port=$((port + 20)); continue
+            && [ $try -lt 5 ]; then
+            port=$((port + 100)); continue
         fi
         break
     done
-    [ $rc -eq 0 ] || { REASON="ib_$tool (drop-in client) exit $rc: $(echo "$out" | grep -vE '^ *(-|\*)|^$' | tail -2 | tr '\n' ' ')"; return 1; }
+    # The reason: the tool's first error lines (the cause) and its last (the summary).
+    [ $rc -eq 0 ] || { REASON="ib_$tool (drop-in client) exit $rc after $try tries: $(echo "$out" | grep -iE 'error|fail|event|unexpected|errno' | sed -n '1,3p;$p' | tr '\n' ' ')"; return 1; }
     grep -q STILL-RUNNING <<<"$gout" && { REASON="ib_$tool (siw server) did not finish"; return 1; }
     grep -qE "^ *$size +$iters +[0-9]" <<<"$out" \
         || { REASON="ib_$tool (drop-in client) printed no result line for $size B x $iters"; return 1; }

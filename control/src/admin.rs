@@ -232,6 +232,11 @@ impl<C: CoreLink> ControlServer<C> {
                         ("shm_replies_dropped".into(), counters.replies_dropped),
                         ("shm_rings_corrupt".into(), counters.rings_corrupt),
                         ("shm_events".into(), counters.events),
+                        ("shm_closes_released".into(), counters.closes_released),
+                        (
+                            "shm_close_lingers_expired".into(),
+                            counters.close_lingers_expired,
+                        ),
                     ],
                 });
             }

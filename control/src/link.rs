@@ -87,6 +87,7 @@ pub fn service_error(what: &str, core: usize, e: ServiceError) -> ErrorReply {
         ServiceError::Ring(_) | ServiceError::UnknownClient => ErrorCode::Internal,
         ServiceError::TableFull => ErrorCode::LimitReached,
         ServiceError::Invalid(_) => ErrorCode::InvalidArgument,
+        ServiceError::CloseUnderway => ErrorCode::CloseInProgress,
     };
     ErrorReply::new(code, format!("{what} on core {core}: {e}"))
 }

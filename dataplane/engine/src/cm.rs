@@ -257,7 +257,8 @@ impl Engine {
     /// For a QP destroyed during its close, instead of [`Engine::abort`]: the peer sees
     /// the close complete, as Linux's iw_cm lets a closing connection finish, not a reset.
     /// False (nothing done) if the close is not that far or the QP has no connection.
-    /// Not yet used by the shared-memory service (docs/INTEROP.md, "drop-in cells").
+    /// The shared-memory service asks it when a client destroys a QP
+    /// ([`Engine::qp_close_underway`]).
     pub fn release_closing_qp(&mut self, now: Instant, qp: QpId) -> bool {
         let Some(id) = self.qp_conn(qp) else {
             return false;
@@ -272,6 +273,21 @@ impl Engine {
         self.core.service(now, id, c);
         self.core.touch(id, c);
         self.qp_conn(qp).is_none()
+    }
+
+    /// True while a graceful close of `qp`'s connection is under way: asked and waiting
+    /// for the SQ to drain, or Closing with TCP not yet done. A caller about to destroy
+    /// the QP may give [`Engine::release_closing_qp`] a moment (the FIN going out, the
+    /// last bytes acknowledged) before it falls back to [`Engine::abort`].
+    pub fn qp_close_underway(&self, qp: QpId) -> bool {
+        let Some(c) = self.qp_conn(qp).and_then(|id| self.conns.get(id)) else {
+            return false;
+        };
+        if !c.qp_ready || c.tcp.state() == iwarp_tcp::TcpState::Closed {
+            return false;
+        }
+        let rnic = &self.core.rnic;
+        rnic.qp_close_requested(qp) || rnic.query_qp(qp).is_ok_and(|i| i.state == QpState::Closing)
     }
 
     /// Abortive close of `qp`'s connection: TCP RST, the QP goes to Error (WRs flushed).

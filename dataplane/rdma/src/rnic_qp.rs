@@ -100,6 +100,12 @@ impl Rnic {
         Ok(())
     }
 
+    /// True while a graceful close asked with [`Rnic::qp_disconnect`] waits for the SQ
+    /// and the Read queues to drain (the QP is still RTS; Closing follows).
+    pub fn qp_close_requested(&self, qp: QpId) -> bool {
+        self.qps.get(qp.0).is_some_and(|q| q.close_when_drained)
+    }
+
     /// Query QP.
     pub fn query_qp(&self, qp: QpId) -> Result<QpInfo, VerbError> {
         self.qps.get(qp.0).map(Qp::info).ok_or(VerbError::InvalidQp)

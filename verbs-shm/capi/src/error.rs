@@ -98,7 +98,7 @@ pub(crate) fn daemon_code(code: ErrorCode) -> c_int {
         ShuttingDown => IWV_ESHUTDOWN,
         LimitReached => IWV_ENOSPC,
         NoSuchObject => IWV_ENOENT,
-        InUse | MwStillBound => IWV_EBUSY,
+        InUse | MwStillBound | CloseInProgress => IWV_EBUSY,
         OutOfMemory | InsufficientResources => IWV_ENOMEM,
         BadFd => IWV_EBADF,
         CoreTimeout => IWV_ETIMEDOUT,

@@ -6,7 +6,8 @@ use std::sync::Arc;
 
 use iwarp_shm_ring::RingLayout;
 use iwarp_shm_socket::{
-    CmIdHandle, QpCap, QpCreate, QpCreated, QpHandle, QpInfoReply, QpModifyReq, Request, Response,
+    CmIdHandle, ErrorCode, QpCap, QpCreate, QpCreated, QpHandle, QpInfoReply, QpModifyReq, Request,
+    Response,
 };
 use iwarp_types::{RecvWr, SendWr};
 
@@ -68,6 +69,11 @@ impl<'a> QpInitAttr<'a> {
     }
 }
 
+/// Pause between two `DestroyQp` asked during the QP's graceful close.
+const DESTROY_RETRY_PAUSE: std::time::Duration = std::time::Duration::from_micros(200);
+/// Longest the library asks again (the daemon gives up long before: 1 s).
+const DESTROY_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a QP holds: its handle and the objects it uses (kept alive while it exists).
 pub(crate) struct QpShared {
     pub(crate) ctx: Arc<CtxInner>,
@@ -84,7 +90,21 @@ impl QpShared {
         if !self.live.swap(false, Ordering::AcqRel) {
             return Ok(());
         }
-        expect_ok(self.ctx.call(Request::DestroyQp(self.handle))?, "DestroyQp")
+        // The daemon answers `CloseInProgress` while the graceful close this QP asked is
+        // not yet past its FIN (it resets the connection itself after a second); asking
+        // again lets the close finish cleanly, as `ibv_destroy_qp` waits on Linux.
+        let start = std::time::Instant::now();
+        loop {
+            match self.ctx.call(Request::DestroyQp(self.handle)) {
+                Err(e)
+                    if e.code() == Some(ErrorCode::CloseInProgress)
+                        && start.elapsed() < DESTROY_RETRY_MAX =>
+                {
+                    std::thread::sleep(DESTROY_RETRY_PAUSE);
+                }
+                r => return expect_ok(r?, "DestroyQp"),
+            }
+        }
     }
 }
 

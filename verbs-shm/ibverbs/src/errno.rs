@@ -31,7 +31,7 @@ fn daemon_errno(code: ErrorCode) -> libc::c_int {
         ShuttingDown => libc::EIO,
         LimitReached | InsufficientResources | OutOfMemory => libc::ENOMEM,
         NoSuchObject => libc::ENOENT,
-        InUse | DaemonFull | MwStillBound => libc::EBUSY,
+        InUse | DaemonFull | MwStillBound | CloseInProgress => libc::EBUSY,
         CoreTimeout => libc::ETIMEDOUT,
         BadFd => libc::EBADF,
         AddressInUse => libc::EADDRINUSE,

@@ -9,6 +9,10 @@ use iwarp_shm_ring::{
 use iwarp_types::{Instant, Memory, PdId, QpId, Stag, VerbError};
 
 use crate::cq::RingSink;
+
+/// How long a QP destroyed during its graceful close may wait for the close to get past
+/// its FIN ([`ShmService::linger_for_close`]): a few retransmission timeouts.
+pub(crate) const CLOSE_LINGER: iwarp_types::Duration = iwarp_types::Duration::from_secs(1);
 use crate::request::{
     ClientId, Freed, RingSpec, ServiceError, ServiceReply, ServiceRequest, WorkRing,
 };
@@ -207,6 +211,7 @@ impl ShmService {
             }
             Q::DestroyQp { client, qp } => {
                 self.own_qp(client, qp)?;
+                self.linger_for_close(now, engine, qp)?;
                 self.destroy_qp(now, engine, qp)?;
                 Ok(ServiceReply::Done)
             }
@@ -554,15 +559,45 @@ impl ShmService {
                 rq_pending: false,
                 broken: false,
                 conn: None,
+                linger_since: None,
             },
         );
         self.reserve_lists();
         Ok(ServiceReply::Qp { qp: id, attr: got })
     }
 
-    /// Aborts the QP's connection if it has one, destroys it, frees its doorbell bits.
-    /// (`Engine::release_closing_qp` would let a close past its FIN finish instead; not
-    /// wired yet, docs/INTEROP.md "drop-in cells".)
+    /// A client destroys `qp` during the graceful close it asked (rping and perftest
+    /// disconnect, then destroy at once): once the FIN is out and every byte acknowledged
+    /// the engine leaves the close to TCP, and the peer sees an orderly close, as Linux's
+    /// iw_cm gives. Until then `CloseUnderway`, which the client library answers by
+    /// asking again; after [`CLOSE_LINGER`] the destroy goes ahead and resets the
+    /// connection. The core never waits: the client does, as `ibv_destroy_qp` blocks.
+    fn linger_for_close(
+        &mut self,
+        now: Instant,
+        engine: &mut Engine,
+        qp: QpId,
+    ) -> Result<(), ServiceError> {
+        if engine.release_closing_qp(now, qp) {
+            self.counters.closes_released += 1;
+            return Ok(());
+        }
+        if !engine.qp_close_underway(qp) {
+            return Ok(());
+        }
+        let Some(q) = self.qps.get_mut(&qp) else {
+            return Ok(());
+        };
+        let since = *q.linger_since.get_or_insert(now);
+        if now.saturating_since(since) < CLOSE_LINGER {
+            return Err(ServiceError::CloseUnderway);
+        }
+        self.counters.close_lingers_expired += 1;
+        Ok(())
+    }
+
+    /// Aborts the QP's connection if it still has one, destroys it, frees its doorbell
+    /// bits.
     fn destroy_qp(
         &mut self,
         now: Instant,

@@ -420,6 +420,11 @@ pub struct ServiceCounters {
     pub rings_corrupt: u64,
     /// Engine events claimed.
     pub events: u64,
+    /// QPs destroyed during their graceful close and left to TCP to finish it.
+    pub closes_released: u64,
+    /// QPs destroyed during their graceful close whose close did not get far enough in
+    /// time: the connection was reset.
+    pub close_lingers_expired: u64,
 }
 
 /// The answer to a [`ServiceRequest`] (see each request for which).
@@ -503,6 +508,9 @@ pub enum ServiceError {
     /// The request is not valid: names an object of another client, a doorbell bit out
     /// of range or already used, ... (the text says what).
     Invalid(&'static str),
+    /// `DestroyQp` during the QP's graceful close, before its FIN is out and acknowledged
+    /// data: ask again (the service resets the connection after its linger time).
+    CloseUnderway,
 }
 
 impl core::fmt::Display for ServiceError {
@@ -517,6 +525,9 @@ impl core::fmt::Display for ServiceError {
             ServiceError::UnknownClient => write!(f, "client not attached on this core"),
             ServiceError::TableFull => write!(f, "core service table full"),
             ServiceError::Invalid(why) => write!(f, "invalid request: {why}"),
+            ServiceError::CloseUnderway => {
+                write!(f, "the QP's graceful close is under way: ask again")
+            }
         }
     }
 }

@@ -89,6 +89,8 @@ pub(crate) struct QpEntry {
     pub(crate) broken: bool,
     /// Its connection and the client's CM id of it.
     pub(crate) conn: Option<(ConnId, u32)>,
+    /// When the client first asked to destroy it during its graceful close.
+    pub(crate) linger_since: Option<iwarp_types::Instant>,
 }
 
 /// An SRQ of a client.

@@ -57,10 +57,14 @@ fn cfg(last: u8) -> EngineConfig {
 
 impl Side {
     fn call(&mut self, req: ServiceRequest) -> Result<ServiceReply, ServiceError> {
+        self.call_at(Instant(0), req)
+    }
+
+    fn call_at(&mut self, now: Instant, req: ServiceRequest) -> Result<ServiceReply, ServiceError> {
         let id = self.next_id;
         self.next_id += 1;
         assert!(self.svc.shared.requests.push((id, req)).is_ok());
-        App::<VecMemory>::poll(&mut self.svc, Instant(0), &mut self.eng, &mut self.mem);
+        App::<VecMemory>::poll(&mut self.svc, now, &mut self.eng, &mut self.mem);
         let (rid, r) = self.svc.shared.replies.pop().expect("a reply");
         assert_eq!(rid, id);
         r
@@ -237,6 +241,8 @@ struct World {
     a: Side,
     b: Side,
     now: Instant,
+    /// Which of B's frames are lost on the way to A.
+    b_drop: fn(&[u8]) -> bool,
 }
 
 impl World {
@@ -245,6 +251,7 @@ impl World {
             a: Side::new(1),
             b: Side::new(2),
             now: Instant(1_000_000_000),
+            b_drop: |_| false,
         }
     }
 
@@ -254,7 +261,7 @@ impl World {
             self.b.eng.handle_frame(self.now, &f, &mut self.b.mem);
         }
         let fb = self.b.turn(self.now);
-        for f in fb {
+        for f in fb.into_iter().filter(|f| !(self.b_drop)(f)) {
             self.a.eng.handle_frame(self.now, &f, &mut self.a.mem);
         }
         self.now = Instant(self.now.0 + Duration::from_micros(100).0);
@@ -888,4 +895,101 @@ fn accept_serves_the_receives_posted_before_it() {
     assert_eq!((got_a[0].wr_id, got_a[0].status), (0xa7, WcStatus::Success));
     assert_eq!((got_b[0].wr_id, got_b[0].status), (0xb7, WcStatus::Success));
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"early");
+}
+
+/// A disconnects with a WRITE still unacknowledged (B's answers lost) and destroys its
+/// QP at once, as rping and perftest do: the service answers `CloseUnderway` until the
+/// FIN is out and the data acknowledged (B's FIN still held back), then destroys the QP
+/// and leaves the close to TCP. B gets the WRITE and an orderly Disconnected; A never
+/// sends a RST.
+#[test]
+fn a_qp_destroyed_during_its_close_waits_for_the_fin_and_is_never_reset() {
+    let mut w = World::new();
+    w.connect();
+    w.a.mem.arena_mut(RegionId(0))[64..69].copy_from_slice(b"bye!!");
+    let (stag_a, stag_b, qp) = (w.a.stag, w.b.stag, w.a.qp);
+    w.b_drop = |_| true;
+    w.a.post_send(&SendWr {
+        wr_id: 0xa5,
+        op: SendOp::Write {
+            remote_to: 0x700,
+            rkey: stag_b,
+        },
+        sgl: sgl(64, 5, stag_a),
+        flags: SendFlags::SIGNALED,
+    });
+    w.a.call_at(w.now, ServiceRequest::Disconnect { client: 1, qp })
+        .unwrap();
+    for _ in 0..3 {
+        w.step();
+    }
+    let destroy = || ServiceRequest::DestroyQp { client: 1, qp };
+    assert_eq!(
+        w.a.call_at(w.now, destroy()),
+        Err(ServiceError::CloseUnderway)
+    );
+    // B's ACKs pass, its FIN does not (TCP flags at 14 + 20 + 13, FIN = 0x01).
+    w.b_drop = |f| f.get(47).is_some_and(|flags| flags & 0x01 != 0);
+    let start = w.now;
+    assert!(w.run_until(|w| w.a.call_at(w.now, destroy()) != Err(ServiceError::CloseUnderway)));
+    assert!(w.now.saturating_since(start) < crate::exec::CLOSE_LINGER);
+    assert!(qp_destroyed(&mut w.a));
+    assert_eq!(w.a.svc.counters().closes_released, 1);
+    assert_eq!(w.a.eng.conn_count(), 1, "TCP finishes the close alone");
+    w.b_drop = |_| false;
+    assert!(w.run_until(|w| w.b.notices.iter().any(|n| matches!(
+        n,
+        ServiceNotice::Cm {
+            event: CmNotice::Disconnected { .. },
+            ..
+        }
+    ))));
+    assert_eq!(&w.b.mem.arena(RegionId(0))[0x700..0x705], b"bye!!");
+    assert_eq!(w.a.eng.counters().tcp_rsts_sent, 0);
+    assert_eq!(w.b.eng.counters().tcp_rsts_sent, 0);
+    assert_eq!(w.a.svc.counters().close_lingers_expired, 0);
+}
+
+/// The same with B silent for good: after the linger time the destroy goes ahead and
+/// resets the connection (an answer in bounded time, never a hang).
+#[test]
+fn a_close_that_cannot_finish_is_reset_after_the_linger_time() {
+    let mut w = World::new();
+    w.connect();
+    let (stag_a, stag_b, qp) = (w.a.stag, w.b.stag, w.a.qp);
+    w.b_drop = |_| true;
+    w.a.post_send(&SendWr {
+        wr_id: 0xa6,
+        op: SendOp::Write {
+            remote_to: 0x700,
+            rkey: stag_b,
+        },
+        sgl: sgl(64, 5, stag_a),
+        flags: SendFlags::SIGNALED,
+    });
+    w.a.call_at(w.now, ServiceRequest::Disconnect { client: 1, qp })
+        .unwrap();
+    let destroy = || ServiceRequest::DestroyQp { client: 1, qp };
+    let start = w.now;
+    let mut asked = 0;
+    while w.a.call_at(w.now, destroy()) == Err(ServiceError::CloseUnderway) {
+        asked += 1;
+        assert!(asked < 20_000, "the destroy never went ahead");
+        w.step();
+    }
+    assert!(asked > 1);
+    assert!(w.now.saturating_since(start) >= crate::exec::CLOSE_LINGER);
+    assert!(qp_destroyed(&mut w.a));
+    w.step();
+    assert!(w.a.eng.counters().tcp_rsts_sent >= 1);
+    assert_eq!(w.a.svc.counters().close_lingers_expired, 1);
+    assert_eq!(w.a.svc.counters().closes_released, 0);
+}
+
+fn qp_destroyed(s: &mut Side) -> bool {
+    let qp = s.qp;
+    matches!(
+        s.call(ServiceRequest::QueryQp { client: 1, qp }),
+        Err(ServiceError::Invalid(_) | ServiceError::Verb(_))
+    )
 }

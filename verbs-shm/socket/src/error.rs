@@ -82,6 +82,10 @@ pub enum ErrorCode {
     /// The daemon serves `control.max_clients` clients already: try again later. Sent
     /// instead of `Welcome` (also before `Hello`, with sequence number 0).
     DaemonFull,
+    /// `DestroyQp` of a QP whose graceful close is under way and not yet past its FIN:
+    /// ask again shortly (the daemon resets the connection if it takes too long). The
+    /// client library does; applications never see it.
+    CloseInProgress,
 }
 
 /// An error answer.
