@@ -32,7 +32,7 @@ item() { # NAME COMMAND...
 }
 item "sim-soak $sims" bash scripts/sim-soak.sh "$sims"
 item "restart-loop $restarts" bash scripts/restart-loop.sh "$restarts"
-for t in wire_parsers tcp_segment mpa_stream rdma_rx; do
+for t in wire_parsers tcp_segment mpa_stream rdma_rx service_rings control_requests; do
   item "fuzz $t ${fuzz_s}s" env FUZZ_SECONDS="$fuzz_s" bash scripts/fuzz.sh "$t"
 done
 item "fuzz engine_rx ${engine_rx_s}s" env FUZZ_SECONDS="$engine_rx_s" bash scripts/fuzz.sh engine_rx

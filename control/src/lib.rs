@@ -24,6 +24,8 @@ mod tables;
 mod teardown;
 mod verbs;
 
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 #[cfg(test)]
 mod tests;
 

@@ -12,17 +12,21 @@
 #![forbid(unsafe_code)]
 
 pub mod arena;
+mod control_requests;
 pub mod cursor;
 mod engine_rx;
 mod mpa_stream;
 mod rdma_rx;
 pub mod seeds;
+mod service_rings;
 mod tcp_segment;
 mod wire_parsers;
 
+pub use control_requests::control_requests;
 pub use engine_rx::engine_rx;
 pub use mpa_stream::mpa_stream;
 pub use rdma_rx::rdma_rx;
+pub use service_rings::service_rings;
 pub use tcp_segment::tcp_segment;
 pub use wire_parsers::{selector as wire_selector, wire_parsers, PARSER_COUNT};
 
@@ -56,6 +60,14 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "engine_rx",
         run: engine_rx,
+    },
+    Target {
+        name: "service_rings",
+        run: service_rings,
+    },
+    Target {
+        name: "control_requests",
+        run: control_requests,
     },
 ];
 

@@ -95,6 +95,16 @@ fn replay_engine_rx() {
     replay("engine_rx");
 }
 
+#[test]
+fn replay_service_rings() {
+    replay("service_rings");
+}
+
+#[test]
+fn replay_control_requests() {
+    replay("control_requests");
+}
+
 /// The seeds the generator makes from the captures and literals are all checked in, as
 /// generated (re-run `cargo run -p iwarp-fuzz-targets --example write_seeds` otherwise).
 #[test]

@@ -83,6 +83,8 @@ mod request;
 mod rings;
 mod service;
 mod tables;
+#[cfg(any(test, feature = "testkit"))]
+pub mod testkit;
 
 #[cfg(test)]
 mod tests;
