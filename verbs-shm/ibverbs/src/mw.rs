@@ -1,7 +1,9 @@
 //! Memory windows through the context's ops table (`ibv_alloc_mw`, `ibv_bind_mw`,
 //! `ibv_dealloc_mw` are the header's inline functions): type 1 and type 2 windows of the
-//! client library. `ibv_bind_mw` binds a type 1 window by the client's bind verb: it has
-//! taken effect when the call returns, and makes no completion. A type 2 window is bound
+//! client library. `ibv_bind_mw` binds a type 1 window by the client's bind verb (it has
+//! taken effect when the call returns, and its errors are the call's) and posts a Bind WR
+//! for the completion rdma-core's providers give (`IBV_WC_BIND_MW` with the bind's
+//! `wr_id` on the send CQ when signaled, in order). A type 2 window is bound
 //! by a Bind WR (`IBV_WR_BIND_MW` through `ibv_post_send`, [`bind_wr_op`]): it completes
 //! as `IBV_WC_BIND_MW` on the send CQ, in order with the QP's other WRs.
 
@@ -9,7 +11,7 @@ use std::ffi::c_int;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use iwarp_verbs::{Access, Mw, MwKind, SendOp};
+use iwarp_verbs::{Access, Mw, MwKind, SendFlags, SendOp, SendWr, SgList};
 
 use crate::errno::{fail, fail_with};
 use crate::object::{free, from_raw, hold, into_raw, Wrapped};
@@ -121,9 +123,9 @@ pub(crate) unsafe extern "C" fn bind_mw_op(
     bind: *mut sys::ibv_mw_bind,
 ) -> c_int {
     const WHAT: &str = "ibv_bind_mw";
-    if IwQp::from_ptr(qp).is_none() {
+    let Some(q) = IwQp::from_ptr(qp) else {
         return fail_with(WHAT, libc::EINVAL, "not a QP of this library");
-    }
+    };
     let Some(w) = from_raw::<IwMw>(mw) else {
         return fail_with(WHAT, libc::EINVAL, "not a window of this library");
     };
@@ -131,7 +133,8 @@ pub(crate) unsafe extern "C" fn bind_mw_op(
         return fail_with(WHAT, libc::EINVAL, "NULL bind");
     }
     // SAFETY: the caller's bind description.
-    let info = unsafe { (*bind).bind_info };
+    let (info, wr_id, send_flags) =
+        unsafe { ((*bind).bind_info, (*bind).wr_id, (*bind).send_flags) };
     let Some(m) = from_raw::<IwMr>(info.mr) else {
         return fail_with(
             WHAT,
@@ -148,13 +151,38 @@ pub(crate) unsafe extern "C" fn bind_mw_op(
     let Some(c) = guard.as_mut() else {
         return fail_with(WHAT, libc::EINVAL, "window deallocated");
     };
-    match c.bind(&m.lock(), info.addr, info.length, access, zero_based) {
-        Ok(()) => {
-            // SAFETY: the application's window; librdmacm's providers update its rkey.
-            unsafe { (*mw).rkey = c.rkey().0 };
-            0
-        }
-        Err(e) => fail(WHAT, &e),
+    let mr = m.lock();
+    if let Err(e) = c.bind(&mr, info.addr, info.length, access, zero_based) {
+        return fail(WHAT, &e);
+    }
+    // SAFETY: the application's window; rdma-core's providers update its rkey.
+    unsafe { (*mw).rkey = c.rkey().0 };
+    // The bind took effect; its WR makes the completion rdma-core's providers give (an
+    // IBV_WC_BIND_MW with `wr_id` on the send CQ when signaled), in order with the QP's
+    // other WRs. It binds the window again to the same range, which changes nothing.
+    let flags = if send_flags & sys::IBV_SEND_SIGNALED != 0 {
+        SendFlags::SIGNALED
+    } else {
+        SendFlags::NONE
+    };
+    let wr = SendWr {
+        wr_id,
+        op: c.bind_op(
+            c.rkey().0 as u8,
+            &mr,
+            info.addr,
+            info.length,
+            access,
+            zero_based,
+        ),
+        sgl: SgList::new(),
+        flags,
+    };
+    drop(mr);
+    drop(guard);
+    match crate::qp::post_built(q, &wr) {
+        Ok(()) => 0,
+        Err(n) => fail_with(WHAT, n, "the Bind WR was refused (SQ full?)"),
     }
 }
 

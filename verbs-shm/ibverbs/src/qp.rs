@@ -580,6 +580,22 @@ pub(crate) unsafe fn post_one(
     Ok(())
 }
 
+/// Posts a send WR the library built (no inline bytes: `ibv_bind_mw`'s Bind WR), with
+/// the QP's inline bookkeeping.
+pub(crate) fn post_built(q: &IwQp, wr: &SendWr) -> Result<(), c_int> {
+    let mut client = q.client.lock().unwrap_or_else(|e| e.into_inner());
+    let signaled = q.sq_sig_all || wr.flags.0 & SendFlags::SIGNALED.0 != 0;
+    let mut track = q.inline.as_ref().map(|i| (i, i.lock()));
+    if let Some((sq, t)) = track.as_mut() {
+        sq.check_room(t)?;
+    }
+    client.post_send(wr).map_err(|e| post_errno(&e))?;
+    if let Some((_, t)) = track.as_mut() {
+        t.seq.note_posted(signaled);
+    }
+    Ok(())
+}
+
 /// `ibv_context_ops::post_recv`: like `post_send_op` for the RQ.
 pub(crate) unsafe extern "C" fn post_recv_op(
     qp: *mut sys::ibv_qp,

@@ -73,11 +73,16 @@ impl MemTable {
     /// Bind Memory Window (an SQ WR) on QP `qp` of `pd`, whose Bind attribute is
     /// `qp_bind_enabled`. On success the type-2 window is Valid with the new key and
     /// bound to `qp`. Completion statuses, in check order: `MwBindError` (QP not
-    /// bind-enabled, or region zero-based: figure 19), `InvalidWindow` (not a type-2
-    /// window), `StagNotInvalid` (already bound), `InvalidPd` (window or region of
+    /// bind-enabled, or region zero-based: figure 19), `InvalidWindow` (not a window),
+    /// `StagNotInvalid` (already bound), `InvalidPd` (window or region of
     /// another PD), `InvalidRegion` (not a Valid region, key mismatch, STag 0),
     /// `AccessViolation` (region without MW_BIND, or figure 20), `InvalidAccessRights`
     /// (not a non-empty set of remote rights), `WrapError`, `BaseBounds`.
+    ///
+    /// A type-1 window may be bound by a WR too (rdma-core's `ibv_bind_mw` posts one, so
+    /// that the bind completes in order on the send CQ): its binding is replaced as by
+    /// [`MemTable::bind_mw_type1`], valid on every QP of `pd`, and the QP's Bind
+    /// attribute is not needed (type 1 windows are bound by the verb's caller).
     pub fn bind_mw(
         &mut self,
         qp: QpId,
@@ -85,6 +90,12 @@ impl MemTable {
         qp_bind_enabled: bool,
         b: &MwBind,
     ) -> Result<(), WcStatus> {
+        if self
+            .mw(b.mw.index())
+            .is_some_and(|w| w.kind == MwType::Type1)
+        {
+            return self.bind(MwType::Type1, None, pd, b);
+        }
         if !qp_bind_enabled {
             return Err(WcStatus::MwBindError);
         }
@@ -321,7 +332,6 @@ mod tests {
                 WcStatus::InvalidWindow,
             ),
             (true, MwBind { mw: m, ..ok }, WcStatus::InvalidWindow),
-            (true, MwBind { mw: w1, ..ok }, WcStatus::InvalidWindow),
             (true, MwBind { mw: w_pd2, ..ok }, WcStatus::InvalidPd),
             (
                 true,
@@ -563,10 +573,21 @@ mod tests {
         for (p, b, e) in cases {
             assert_eq!(t.bind_mw_type1(p, &b), Err(e), "{b:?}");
         }
+        // By a WR (rdma-core's ibv_bind_mw posts one): as by the verb, on any QP, the QP's
+        // Bind attribute not needed; its errors are completion statuses.
         assert_eq!(
-            t.bind_mw(QP, pd, true, &ok),
-            Err(WcStatus::InvalidWindow),
-            "not by WR"
+            t.bind_mw(QP, pd2, false, &ok),
+            Err(WcStatus::InvalidPd),
+            "by WR, another PD"
         );
+        assert_eq!(t.bind_mw(QP, pd, false, &ok), Ok(()), "by WR");
+        assert_eq!(t.query_mw(w).unwrap().state, StagState::Valid);
+        assert_eq!(
+            t.query_mw(w).unwrap().qp,
+            None,
+            "valid on every QP of the PD"
+        );
+        assert_eq!(t.bind_mw(QP, pd, false, &ok), Ok(()), "bound again");
+        assert_eq!(t.query_mr(m).unwrap().mws_bound, 1);
     }
 }

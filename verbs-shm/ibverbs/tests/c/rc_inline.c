@@ -13,7 +13,8 @@
  * max_inline_data above the device's (EINVAL), an inline READ (EINVAL), inline bytes
  * above max_inline_data (EINVAL).
  * The server binds a type 2 window over part of its region with an IBV_WR_BIND_MW WR
- * (completion IBV_WC_BIND_MW) and advertises it; the client RDMA WRITEs 8 KiB through
+ * (completion IBV_WC_BIND_MW), binds a type 1 window with ibv_bind_mw (its completion
+ * too) and advertises the type 2 one; the client RDMA WRITEs 8 KiB through
  * the window, and the server checks them. Both print "ok" and exit 0 when every check
  * passed. With "wr" both QPs are made by rdma_create_qp_ex with send_ops_flags and every
  * WR (the bind too) is posted through the ibv_wr_* interface (ibv_wr_start, ibv_wr_send /
@@ -211,6 +212,22 @@ static void server(struct rdma_cm_id *listener)
 	/* A window key of another index is refused. */
 	bw.bind_mw.rkey = win_rkey ^ 0x100;
 	CHECK(ibv_post_send(qp, &bw, &bad) == EINVAL && bad == &bw, "BIND_MW of a foreign key");
+	/* A type 1 window bound by ibv_bind_mw: its rkey set at once, and (signaled) its
+	 * IBV_WC_BIND_MW with the bind's wr_id on the send CQ, as rdma-core's providers;
+	 * unsignaled, none (the next completion is the signaled one after it). */
+	struct ibv_mw *mw1 = ibv_alloc_mw(pd, IBV_MW_TYPE_1);
+	CHECK(mw1, "alloc_mw type 1");
+	struct ibv_mw_bind b1 = { .wr_id = 79, .bind_info = bw.bind_mw.bind_info };
+	CHECK(ibv_bind_mw(qp, mw1, &b1) == 0, "ibv_bind_mw type 1, unsignaled");
+	b1.wr_id = 78;
+	b1.send_flags = IBV_SEND_SIGNALED;
+	CHECK(ibv_bind_mw(qp, mw1, &b1) == 0, "ibv_bind_mw type 1");
+	CHECK(mw1->rkey != 0 && mw1->rkey != mr->rkey, "type 1 rkey %#x", mw1->rkey);
+	wc = next_wc();
+	CHECK(wc.wr_id == 78 && wc.opcode == IBV_WC_BIND_MW && wc.status == IBV_WC_SUCCESS,
+	      "type 1 bind wc %lu op %d status %d", (unsigned long)wc.wr_id, wc.opcode,
+	      wc.status);
+	CHECK(ibv_dealloc_mw(mw1) == 0, "dealloc type 1");
 
 	char *out = area + WIN_OFF + WIN_LEN; /* not in the window */
 	struct advert ad = { (uintptr_t)area, (uintptr_t)(area + WIN_OFF), mr->rkey, win_rkey };
