@@ -3,7 +3,8 @@
 # holds (binaries, soname, drop-ins in their own directory, man pages, unit verified by
 # systemd-analyze, example configs, copyright), runs the memif demo (two daemons, load
 # generator, verified data) from the installed paths, purges it and checks that nothing
-# is left. Ends with `package-test: N passed, N failed`.
+# is left; then packages the Rust client crates with cargo (verified builds). Ends with
+# `package-test: N passed, N failed`.
 #
 #   scripts/package-test.sh [--debug] [--no-build]
 #
@@ -102,6 +103,14 @@ left() {
   ! grep -rqs iwarpd "$root/var/lib/dpkg/info" || { echo "dpkg info left"; return 1; }
 }
 check "nothing left after purge" left
+
+# The Rust client crates as crates (issue 16 item 7): packaged together in dependency
+# order (none is on crates.io) and each package built from its .crate (cargo verifies).
+client_crates() {
+  cargo package -q --allow-dirty -p iwarp-types -p iwarp-shm-ring -p iwarp-shm-socket \
+    -p iwarp-shm-mem -p iwarp-verbs
+}
+check "cargo package of the client crates" client_crates
 
 echo "package-test: $pass passed, $fail failed"
 [ "$fail" = 0 ]
