@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
-# Restart after kill -9, traffic, then SIGINT, N times (issue 17 item 4):
-#   1. start the perf-loopback daemon (config/examples/perf-loopback.toml), kill -9 it;
+# Restart after kill -9 under load, traffic, then SIGINT, N times (issue 15 item 4):
+#   1. start the perf-loopback daemon (config/examples/perf-loopback.toml), run a client
+#      (iwarp-perf write_bw --loopback) and kill -9 the daemon under it: the client must
+#      exit non-zero saying the daemon is gone, within 3 s;
 #   2. start it again with the same name (its stale files in /run/iwarpd must not stop it);
 #   3. iwarp-perf write_bw --loopback for 2 s;
 #   4. kill -INT: the daemon must exit 0, print its final counters with conns_live 0, and
-#      leave no core file and no socket file behind.
+#      leave no core file, no socket file and nothing in /dev/shm or /dev/hugepages behind.
 #
 #   scripts/restart-loop.sh [N]        # N tries (default 100); ends with "N passed, M failed"
 #   IWARPD=... IWARP_PERF=... scripts/restart-loop.sh 20   # binaries to use (default: debug build)
@@ -53,7 +55,26 @@ for i in $(seq "$n"); do
   if ! start "$t.first"; then
     why="first start failed"
   else
+    # kill -9 under load: a client streaming WRITEs must hear that the daemon is gone
+    # (exit non-zero, saying so) within 3 s, never hang.
+    sleep 1 # memif link up
+    (cd "$tmp" && exec taskset -c "$APP_CPU" "$IWARP_PERF" write_bw --loopback \
+      --daemon "$name" -s 64K -D 30 --depth 16 > "$t.loaded" 2>&1) &
+    cpid=$!
+    sleep 2
     kill -9 "$pid"; wait "$pid" 2>/dev/null; pid=
+    t0=$(date +%s%N)
+    for _ in $(seq 100); do kill -0 "$cpid" 2>/dev/null || break; sleep 0.05; done
+    if kill -0 "$cpid" 2>/dev/null; then
+      why="the client under load still runs 5 s after kill -9"; kill -9 "$cpid"
+    fi
+    wait "$cpid"; crc=$?
+    gone_ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+    echo "client exit $crc after ${gone_ms} ms" >> "$t.loaded"
+    [ "$crc" != 0 ] || why="${why:+$why; }the client under load exited 0 after kill -9"
+    [ "$gone_ms" -le 3000 ] || why="${why:+$why; }the client took ${gone_ms} ms to see the daemon gone"
+    grep -qi "gone" "$t.loaded" || why="${why:+$why; }the client did not say the daemon is gone"
+    echo "$gone_ms" >> "$tmp/gone_ms"
     if ! start "$t"; then
       why="restart after kill -9 failed"
     else
@@ -81,6 +102,9 @@ for i in $(seq "$n"); do
       for f in "/run/iwarpd/$name.verbs" "/run/iwarpd/$name.sock"; do
         [ -e "$f" ] && why="${why:+$why; }$f left behind"
       done
+      # Nothing of the daemon left in shared memory or hugepages.
+      left=$(ls /dev/shm /dev/hugepages 2>/dev/null | grep -F "$name" | head -3)
+      [ -z "$left" ] || why="${why:+$why; }left behind: $left"
     fi
   fi
   if ls "$tmp"/core* > /dev/null 2>&1; then
@@ -96,5 +120,8 @@ for i in $(seq "$n"); do
   fi
   cleanup
 done
+if [ -s "$tmp/gone_ms" ]; then
+  sort -n "$tmp/gone_ms" | awk '{a[NR]=$1} END {printf "restart-loop: client saw the daemon gone after kill -9 in %d ms median, %d ms max (%d tries)\n", a[int((NR+1)/2)], a[NR], NR}'
+fi
 echo "restart-loop: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
