@@ -3,6 +3,7 @@
 
 mod b2b;
 mod close;
+mod exhaustion;
 mod harness;
 mod memory;
 mod neighbour;
