@@ -2,6 +2,7 @@
 //! manual clock and on threads with the real clock.
 
 mod apps;
+mod backpressure;
 mod frames;
 mod helpers;
 mod shutdown;
