@@ -311,7 +311,10 @@ impl Engine {
     }
 
     /// A SYN reached a listener: passive open (TCP SYN_RECEIVED, MPA Responder).
-    pub(crate) fn passive_open(&mut self, now: Instant, seg: &TcpSegment<'_>) {
+    /// The SYN came from `src_mac`: an on-link peer not yet known is learnt from it, so
+    /// that the SYN-ACK needs no ARP round trip (and no ARP reply that RSS may send to
+    /// another core).
+    pub(crate) fn passive_open(&mut self, now: Instant, seg: &TcpSegment<'_>, src_mac: [u8; 6]) {
         let tuple = seg.tuple;
         let remote = Ipv4Addr::from(tuple.remote_ip);
         let Some(next_hop) = self.core.iface.next_hop(remote) else {
@@ -321,6 +324,10 @@ impl Engine {
         if self.conns.is_full() || !self.core.listeners.take_slot(tuple.local_port) {
             self.core.counters.drop(DropReason::TcpBacklogFull);
             return;
+        }
+        if next_hop == remote && self.core.iface.arp.glean(now, remote, src_mac, true) {
+            self.core.counters.arp_gleaned += 1;
+            self.core.wake_arp_waiters();
         }
         let isn = self.core.isn.isn(&tuple, now);
         let Some(tcp) = TcpConn::accept(self.core.cfg.tcp, tuple, seg, isn, now) else {

@@ -78,6 +78,9 @@ pub struct Counters {
     pub arp_requests_out: u64,
     /// ARP replies received.
     pub arp_replies_in: u64,
+    /// Peers learnt from their own TCP segments while not resolved (a SYN to a
+    /// listener, a segment of a connection whose ARP reply never came).
+    pub arp_gleaned: u64,
     /// ICMP echo requests answered.
     pub icmp_echo_replies: u64,
     /// ICMP "fragmentation needed" messages taken (the path MSS shrank).

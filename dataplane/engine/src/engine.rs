@@ -403,14 +403,24 @@ impl Engine {
             conn.tcp.handle_segment(now, &seg, &mut TcpRx(rx));
             core.counters.take_tcp_input(&before, conn.tcp.counters());
             core.counters.conn_visits += 1;
+            // An on-link peer whose address this core is still resolving (its ARP reply
+            // lost, or gone to another core): its own segment says where it is.
+            let hop = conn.next_hop;
+            let gleaned = hop == t.src_ip
+                && core.iface.arp.lookup(hop, conn.arp_hint).is_none()
+                && core.iface.arp.glean(now, hop, t.src_mac, false);
             core.service(now, id, conn);
             core.touch(id, conn);
+            if gleaned {
+                core.counters.arp_gleaned += 1;
+                core.wake_arp_waiters();
+            }
             return;
         }
         let syn = seg.flags.syn && !seg.flags.ack && !seg.flags.rst;
         if syn && self.core.listeners.get(seg.tuple.local_port).is_some() {
             self.core.counters.tcp_segments_in += 1;
-            self.passive_open(now, &seg);
+            self.passive_open(now, &seg, t.src_mac);
             return;
         }
         self.core.counters.drop(DropReason::TcpNoConnection);

@@ -158,6 +158,8 @@ counter_set! {
         arp_requests_out,
         /// ARP replies received.
         arp_replies_in,
+        /// Peers learnt from their own TCP segments (no ARP reply needed).
+        arp_gleaned,
         /// ICMP echo requests answered.
         icmp_echo_replies,
         /// Connections established (active and passive).
@@ -245,6 +247,7 @@ impl PortCounters {
         c.arp_requests_in = e.arp_requests_in;
         c.arp_requests_out = e.arp_requests_out;
         c.arp_replies_in = e.arp_replies_in;
+        c.arp_gleaned = e.arp_gleaned;
         c.icmp_echo_replies = e.icmp_echo_replies;
         c.conns_established = e.conns_established;
         c.conns_closed = e.conns_closed;

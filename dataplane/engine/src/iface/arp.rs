@@ -183,6 +183,33 @@ impl ArpCache {
         self.recompute_deadline();
     }
 
+    /// Learns `ip`'s address from a frame it sent us (a SYN to a listener, a segment of
+    /// a connection) while `ip` is not resolved: an entry being resolved is resolved at
+    /// once (its ARP reply may have been lost: a NIC's RSS sends ARP to one queue, TCP to
+    /// another), an absent one is created if `create`. A resolved entry is never changed
+    /// this way, only by ARP, so a forged segment cannot redirect a known peer. True if
+    /// the entry became resolved. Scans the cache: only for addresses not resolved.
+    pub fn glean(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], create: bool) -> bool {
+        match self.find(ip) {
+            Some(slot)
+                if matches!(
+                    self.entries[slot].state,
+                    State::Resolved | State::Refreshing
+                ) =>
+            {
+                false
+            }
+            None if !create => false,
+            _ => {
+                if mac[0] & 1 != 0 || mac == [0; 6] {
+                    return false;
+                }
+                self.learn(now, ip, mac, true);
+                self.find(ip).is_some()
+            }
+        }
+    }
+
     /// The upper layer saw no progress through `ip` (a TCP retransmission timeout): the
     /// entry may be stale or forged. A resolved entry is re-confirmed — it keeps being used
     /// while a request is outstanding, like Linux's NUD probe — and `true` says to send
@@ -467,6 +494,29 @@ mod tests {
         assert!(
             !c.start_resolve(Instant(12), Ipv4Addr::new(10, 0, 0, 6)),
             "full"
+        );
+    }
+
+    #[test]
+    fn glean_resolves_what_is_not_resolved_and_never_changes_a_resolved_entry() {
+        let mut c = cache();
+        assert!(!c.glean(Instant::ZERO, IP, MAC, false), "absent, no create");
+        assert!(c.start_resolve(Instant::ZERO, IP));
+        assert!(
+            c.glean(Instant::ZERO, IP, MAC, false),
+            "resolving: resolved"
+        );
+        assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some(MAC));
+        assert!(!c.glean(Instant::ZERO, IP, [2; 6], true), "resolved: kept");
+        assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some(MAC));
+        let other = Ipv4Addr::new(10, 0, 0, 9);
+        assert!(
+            !c.glean(Instant::ZERO, other, [1; 6], true),
+            "a multicast MAC"
+        );
+        assert!(
+            c.glean(Instant::ZERO, other, [2; 6], true),
+            "absent, created"
         );
     }
 

@@ -115,10 +115,15 @@ fn syn_to_listener_gets_syn_ack_and_full_backlog_drops() {
         1000,
     );
     e.handle_frame(Instant::ZERO, &syn, &mut mem);
-    // ARP for the peer first (unknown MAC), then the SYN-ACK once it is resolved.
+    // The peer is on-link and unknown: learnt from its SYN, the SYN-ACK goes at once,
+    // to the MAC the SYN came from, without an ARP round trip.
     let frames = out(&mut e, &mem);
-    assert_eq!(frames.len(), 1, "only the ARP request: the SYN-ACK is held");
-    assert_eq!(&frames[0][12..14], &[0x08, 0x06]);
+    assert_eq!(frames.len(), 1, "the SYN-ACK");
+    assert_eq!(&frames[0][12..14], &[0x08, 0x00]);
+    assert_eq!(&frames[0][..6], &PEER_MAC);
+    assert_eq!(frames[0][14 + 20 + 13] & 0x12, 0x12, "SYN and ACK");
+    assert_eq!(e.counters().arp_gleaned, 1);
+    assert_eq!(e.counters().arp_requests_out, 0);
     assert_eq!(e.conn_count(), 1);
     // Another SYN from another port: the backlog (1) is full; dropped silently.
     let mut syn2 = tcp_frame(

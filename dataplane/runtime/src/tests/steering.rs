@@ -110,9 +110,18 @@ fn connections_spread_and_each_is_handled_by_its_owner_only() {
             assert_eq!(t.c.qps_rts, CONNS_PER_CORE as u64);
         }
     }
-    // ARP (not TCP) arrives on queue 0 and is copied to core 1.
-    let s = tb.b.cores[0].final_snapshot(now);
+    // ARP (not TCP) arrives on queue 0 and is copied to core 1: the reply to A's request
+    // (B learnt A from its SYNs: no ARP of its own).
+    let s = tb.a.cores[0].final_snapshot(now);
     assert!(s.total().c.arp_copies >= 1, "{s}");
+    // B's core 0 learnt A from A's ARP request; core 1, which never saw it, from A's
+    // SYNs; neither had to ask.
+    let b1 = tb.b.cores[1].final_snapshot(now).total();
+    assert!(b1.c.arp_gleaned >= 1, "{b1:?}");
+    for core in 0..2 {
+        let b = tb.b.cores[core].final_snapshot(now).total();
+        assert_eq!(b.c.arp_requests_out, 0, "B core {core}");
+    }
 }
 
 #[test]
