@@ -258,6 +258,22 @@ fn merge_by_core(sets: Vec<CounterSet>) -> Vec<CounterSet> {
     }
     // None (the sum) sorts first in Option's order: put it last.
     out.sort_by_key(|s| s.core.map_or(u64::MAX, u64::from));
+    // A counter only the cores gave (the services' `shm_*`) gets its sum too.
+    if let Some(pos) = out.iter().position(|s| s.core.is_none()) {
+        let mut sums: Vec<(String, u64)> = Vec::new();
+        for s in out.iter().filter(|s| s.core.is_some()) {
+            for (name, v) in &s.values {
+                if out[pos].values.iter().any(|(n, _)| n == name) {
+                    continue;
+                }
+                match sums.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, t)) => *t += v,
+                    None => sums.push((name.clone(), *v)),
+                }
+            }
+        }
+        out[pos].values.extend(sums);
+    }
     out
 }
 
@@ -406,6 +422,8 @@ mod tests {
         let cores: Vec<_> = merged.iter().map(|s| s.core).collect();
         assert_eq!(cores, [Some(0), Some(1), None]);
         assert_eq!(merged[0].values.len(), 2);
-        assert_eq!(merged[2].values.len(), 2);
+        // The sum: its own two, and shm_requests summed over the cores.
+        assert_eq!(merged[2].values.len(), 3);
+        assert_eq!(merged[2].values[2], ("shm_requests".to_string(), 5));
     }
 }
