@@ -147,8 +147,8 @@ impl ShmService {
         Ok(())
     }
 
-    /// Aborts the QP's connection if it still has one, destroys it, frees its doorbell
-    /// bits.
+    /// Resets the QP's connection if it still has one (unless its graceful close is past
+    /// its FIN: then TCP finishes it), destroys the QP, frees its doorbell bits.
     pub(super) fn destroy_qp(
         &mut self,
         now: Instant,
@@ -157,7 +157,13 @@ impl ShmService {
     ) -> Result<bool, ServiceError> {
         let had_conn = engine.qp_conn(qp).is_some();
         if had_conn {
-            let _ = engine.abort(now, qp);
+            // A close past its FIN (also when the client went away) finishes cleanly;
+            // anything else is reset.
+            if engine.release_closing_qp(now, qp) {
+                self.counters.closes_released += 1;
+            } else {
+                let _ = engine.abort(now, qp);
+            }
         }
         engine.rnic_mut().destroy_qp(qp)?;
         if let Some(q) = self.qps.remove(&qp) {
