@@ -100,6 +100,9 @@ pub enum Command {
     ConfigKeys,
     /// Print the counters of a running daemon (read from its stats socket).
     Stats(StatsArgs),
+    /// List the PCI network controllers: driver bound, NUMA node, kernel interface,
+    /// whether iwarpd can drive them, and the command that makes one drivable.
+    ListDevices,
 }
 
 /// What the load generator does per message.

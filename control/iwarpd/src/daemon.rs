@@ -163,6 +163,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             iwarp_dpdk::portinfo::tx_offload_names(info.tx_offload_capa).join(" "),
             iwarp_dpdk::portinfo::rss_text(info.rss_offloads, info.reta_size)
         );
+        numa_check(i, info.socket, &args.dataplane_cpus);
         ports.push(p);
     }
     // Link state: read by the control loop below at a bounded rate, published for the
@@ -574,6 +575,27 @@ fn signal_name(sig: usize) -> &'static str {
         signal_hook::consts::SIGHUP => "SIGHUP",
         signal_hook::consts::SIGQUIT => "SIGQUIT",
         _ => "a signal",
+    }
+}
+
+/// Warns when a dataplane core is on another NUMA node than port `i`'s NIC (`socket`,
+/// -1 when the device reports none, as vdevs do): its frames and mbufs then cross the
+/// interconnect on every packet.
+fn numa_check(i: usize, socket: i32, cpus: &[usize]) {
+    if socket < 0 {
+        return;
+    }
+    let sys = std::path::Path::new("/sys");
+    for &cpu in cpus {
+        if let Some(node) = crate::devices::cpu_node(sys, cpu) {
+            if node != socket {
+                warn!(
+                    "port {i}: its NIC is on NUMA node {socket} but dataplane CPU {cpu} is on node {node}: \
+                     every frame crosses nodes; pick cores of node {socket} (cores.dataplane, \
+                     /sys/devices/system/node/node{socket}/cpulist)"
+                );
+            }
+        }
     }
 }
 

@@ -4,6 +4,7 @@
 mod apps;
 mod capture;
 mod daemon;
+mod devices;
 mod link;
 mod loadgen;
 mod loadgen_interval;
@@ -32,6 +33,13 @@ fn main() -> ExitCode {
         print!("{}", keys::render());
         return ExitCode::SUCCESS;
     }
+    if let Command::ListDevices = action {
+        print!(
+            "{}",
+            devices::render(&devices::list(std::path::Path::new("/sys")))
+        );
+        return ExitCode::SUCCESS;
+    }
     let cfg = match cli.load_config() {
         Ok(c) => c,
         Err(e) => {
@@ -46,7 +54,7 @@ fn main() -> ExitCode {
     );
     let _root = log::root().entered();
     match action {
-        Command::ConfigKeys => ExitCode::SUCCESS,
+        Command::ConfigKeys | Command::ListDevices => ExitCode::SUCCESS,
         Command::CheckConfig => {
             // Every check that needs no device: the file's rules (done by load_config),
             // then this machine's CPUs and accounts.
