@@ -553,14 +553,31 @@ fn hello(s: &mut ControlServer<FakeCore>, chan: Channel) -> (Peer, Result<Respon
     (p, r)
 }
 
+type LogLines = Arc<Mutex<Vec<(tracing::Level, String)>>>;
+
+std::thread_local! {
+    /// Where this thread's events go while a test captures them.
+    static LOG_SINK: std::cell::RefCell<Option<LogLines>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Stops the capture of this thread's events when dropped.
+struct CaptureGuard;
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        LOG_SINK.with(|s| *s.borrow_mut() = None);
+    }
+}
+
 /// Records the level and the message of every `tracing` event of this thread in `lines`
-/// (until the guard is dropped).
-fn capture_log(
-    lines: &Arc<Mutex<Vec<(tracing::Level, String)>>>,
-) -> tracing::subscriber::DefaultGuard {
+/// (until the guard is dropped). The recording layer is the process's global subscriber,
+/// installed once: every callsite is then always enabled, whatever thread of the test
+/// binary reaches it first (a thread-local subscriber lost events to callsites another
+/// test's thread had already cached as disabled). Other threads' events are ignored.
+fn capture_log(lines: &LogLines) -> CaptureGuard {
     use tracing_subscriber::layer::SubscriberExt;
 
-    struct Capture(Arc<Mutex<Vec<(tracing::Level, String)>>>);
+    struct Capture;
     struct Message(String);
     impl tracing::field::Visit for Message {
         fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
@@ -571,14 +588,23 @@ fn capture_log(
     }
     impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
         fn on_event(&self, e: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-            let mut m = Message(String::new());
-            e.record(&mut m);
-            self.0.lock().unwrap().push((*e.metadata().level(), m.0));
+            LOG_SINK.with(|sink| {
+                if let Some(lines) = sink.borrow().as_ref() {
+                    let mut m = Message(String::new());
+                    e.record(&mut m);
+                    lines.lock().unwrap().push((*e.metadata().level(), m.0));
+                }
+            });
         }
     }
-    tracing::subscriber::set_default(
-        tracing_subscriber::registry().with(Capture(Arc::clone(lines))),
-    )
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        let _ =
+            tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture));
+        tracing::callsite::rebuild_interest_cache();
+    });
+    LOG_SINK.with(|s| *s.borrow_mut() = Some(Arc::clone(lines)));
+    CaptureGuard
 }
 
 #[test]
@@ -599,10 +625,7 @@ fn users_the_policy_refuses_are_answered_at_once_and_hold_nothing() {
     }
     assert_eq!(s.stats().refused_policy, 300);
     assert_eq!(s.stats().refused, 300);
-    // While the refused ends are still open, an admitted user gets in. (Tests of this
-    // binary run on other threads without this thread's subscriber: one of them may have
-    // hit the admission line's callsite first and cached "never"; ask again.)
-    tracing::callsite::rebuild_interest_cache();
+    // While the refused ends are still open, an admitted user gets in.
     let (chan, id) = open_as(&mut s, 1000);
     assert!(id.is_some());
     let (_p, r) = hello(&mut s, chan);
