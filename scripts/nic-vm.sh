@@ -22,7 +22,7 @@
 # The guests run siw-vm's Debian kernel (scripts/nic-vm/build.sh adds vfio/uio modules);
 # Debian's kernel has no CONFIG_VFIO_NOIOMMU, so without an IOMMU the NIC is bound to
 # uio_pci_generic (DPDK then runs with IOVA = PA).
-# Environment: IWARPD (default target/release/iwarpd, built if missing), SIWVM (the siw-vm
+# Environment: IWARPD (default target/release/iwarpd, brought up to date by cargo), SIWVM (the siw-vm
 # harness; default ../shared/siw-vm), SIWVM_NETNS (iwnic), SIWVM_BRIDGE (nicbr0),
 # SIWVM_NET (198.18.9), NICVM_CAPTURE=1 captures ARP and TCP SYN/FIN/RST frames on the
 # bridge per group (target/nic-vm/out/GROUP.pcap).
@@ -30,6 +30,10 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/nic-vm/lib.sh"
 TGT=${CARGO_TARGET_DIR:-$ROOT/target}
+# Without IWARPD, the release daemon is brought up to date by cargo first (a stale binary
+# would run against this tree's tests).
+BUILD_IWARPD=0
+[ -z "${IWARPD:-}" ] && BUILD_IWARPD=1
 IWARPD=${IWARPD:-$TGT/release/iwarpd}
 IWARPCTL=${IWARPCTL:-$(dirname "$IWARPD")/iwarpctl}
 OUT=$ROOT/target/nic-vm/out
@@ -77,7 +81,7 @@ trap 'exit 130' INT TERM
 
 [ "$(id -u)" -eq 0 ] || { echo "nic-vm: run as root (QEMU, namespaces)" >&2; exit 2; }
 [ -n "$SIWVM" ] && [ -f "$SIWVM/lib/qga.py" ] || { echo "nic-vm: siw-vm harness not found (set SIWVM)" >&2; exit 2; }
-if [ ! -x "$IWARPD" ] || [ ! -x "$IWARPCTL" ]; then
+if [ $BUILD_IWARPD = 1 ] || [ ! -x "$IWARPD" ] || [ ! -x "$IWARPCTL" ]; then
     nlog "building iwarpd and iwarpctl (release)"
     (cd "$ROOT" && cargo build --release -q -p iwarpd -p iwarpctl) || { echo "nic-vm: build failed" >&2; exit 1; }
 fi
