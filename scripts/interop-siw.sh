@@ -258,6 +258,20 @@ run_cell() {
     run_cell_once "$name" "$@"
 }
 
+# siw_bad_crc PCAP: true when a connection of the capture has an FPDU with a bad MPA CRC
+# in siw's direction and iwarpd answered it, as RFC 5044 requires, with the MPA CRC
+# Terminate (docs/INTEROP.md difference 14: siw or the emulated path, not iwarpd).
+siw_bad_crc() {
+    python3 "$WIRE" --json "$1" 2>/dev/null | GUEST_IP=$GUEST_IP python3 -c '
+import json, os, sys
+g = os.environ["GUEST_IP"]
+for c in json.load(sys.stdin):
+    siw, us = ("i2r", "r2i") if c["init"].split(":")[0] == g else ("r2i", "i2r")
+    if (c.get(siw) or {}).get("crc_bad") and str((c.get(us) or {}).get("term")).startswith("MPA/0/0x02"):
+        sys.exit(0)
+sys.exit(1)'
+}
+
 run_cell_once() {
     local name=$1; shift
     CELL=$name REASON=""
@@ -269,13 +283,18 @@ run_cell_once() {
     rc=$?
     stop_capture
     local try=1
+    if [ $rc -ne 0 ] && siw_bad_crc "$pcap"; then
+        REASON="siw sent an FPDU with a bad MPA CRC; iwarpd answered with the MPA CRC Terminate${REASON:+ ($REASON)}"
+    fi
     while [ $rc -ne 0 ] && [ $try -lt 3 ] \
-        && [[ $REASON == *"siw accept race"* || $REASON == "capture incomplete"* ]]; do
+        && [[ $REASON == *"siw accept race"* || $REASON == "capture incomplete"* \
+            || $REASON == "siw sent an FPDU with a bad MPA CRC"* ]]; do
         # siw's race (docs/INTEROP.md, difference 2), not iwarpd's, or frames tcpdump
         # dropped: again (3 tries), noted.
         try=$((try + 1))
         case $REASON in
             "capture incomplete"*) note=" (try $try: tcpdump dropped frames of the tries before)" ;;
+            "siw sent an FPDU with a bad MPA CRC"*) note=" (try $try: siw sent a bad MPA CRC before, iwarpd terminated as required)" ;;
             *) note=" (try $try: the tries before hit the siw accept race)" ;;
         esac
         cp "$pcap" "$OUT/failed/$name.try$((try - 1)).pcap" 2>/dev/null
