@@ -407,7 +407,7 @@ impl Engine {
             // lost, or gone to another core): its own segment says where it is.
             let hop = conn.next_hop;
             let gleaned = hop == t.src_ip
-                && core.iface.arp.lookup(hop, conn.arp_hint).is_none()
+                && !core.iface.arp.resolved_at(hop, conn.arp_hint)
                 && core.iface.arp.glean(now, hop, t.src_mac, false);
             core.service(now, id, conn);
             core.touch(id, conn);

@@ -111,10 +111,7 @@ fn run(data: &[u8]) -> Vec<ServerMsg> {
             let Ok(mut b) = frame::encode(&ClientMsg { seq, request }) else {
                 continue;
             };
-            for _ in 0..c.u8() % 5 {
-                let i = c.below(b.len());
-                b[i] = c.u8();
-            }
+            c.change_bytes(&mut b, 4);
             b
         };
         if p.chan.send_raw(&bytes, &[]).is_err() {

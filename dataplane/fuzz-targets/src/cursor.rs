@@ -63,6 +63,17 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// Sets up to `max` bytes of `bytes`, at places and to values drawn from the input
+    /// (a valid message with a few bytes changed).
+    pub fn change_bytes(&mut self, bytes: &mut [u8], max: u8) {
+        for _ in 0..self.u8() % max.saturating_add(1) {
+            let i = self.below(bytes.len());
+            if let Some(b) = bytes.get_mut(i) {
+                *b = self.u8();
+            }
+        }
+    }
+
     /// Up to `n` bytes (fewer at the end).
     pub fn take(&mut self, n: usize) -> &'a [u8] {
         let (head, rest) = self.data.split_at(n.min(self.data.len()));

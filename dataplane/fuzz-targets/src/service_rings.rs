@@ -7,7 +7,7 @@
 //! lands in the half of B's arena that B never registered (0 bytes placed outside a
 //! valid STag); every completion names the client's QP handle.
 
-use iwarp_shm_ring::{encode_recv_wr, encode_send_wr, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
+use iwarp_shm_ring::{encode_recv_wr, encode_send_wr, SEND_SLOT_SIZE};
 use iwarp_shm_service::testkit::{sgl, World, ARENA, QP_HANDLE, RQ_BIT, SQ_BIT};
 use iwarp_types::{QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr, SgList, Stag};
 
@@ -83,10 +83,7 @@ fn run(data: &[u8]) -> [Vec<iwarp_types::Cqe>; 2] {
                     flags: SendFlags(u32::from(c.u8())),
                 };
                 let mut slot = encode_send_wr(&wr);
-                for _ in 0..c.u8() % 4 {
-                    let i = c.below(SEND_SLOT_SIZE);
-                    slot[i] = c.u8();
-                }
+                c.change_bytes(&mut slot, 3);
                 if w.a.sq.push(&slot).is_ok() {
                     w.a.doorbells.ring(SQ_BIT);
                 }
@@ -104,10 +101,7 @@ fn run(data: &[u8]) -> [Vec<iwarp_types::Cqe>; 2] {
                     sgl: sgl(u64::from(c.u16()) % half, u32::from(c.u16()), stag_a),
                 };
                 let mut slot = encode_recv_wr(&wr);
-                for _ in 0..c.u8() % 4 {
-                    let i = c.below(RECV_SLOT_SIZE);
-                    slot[i] = c.u8();
-                }
+                c.change_bytes(&mut slot, 3);
                 if w.a.rq.push(&slot).is_ok() {
                     w.a.doorbells.ring(RQ_BIT);
                 }

@@ -545,6 +545,25 @@ fn accept_serves_the_receives_posted_before_it() {
     assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"early");
 }
 
+/// With B's answers lost, A WRITEs A[64..69] to B[0x700..] (`wr_id`) and asks for the
+/// graceful close at once; returns A's QP.
+fn write_unanswered_then_disconnect(w: &mut World, wr_id: u64) -> QpId {
+    let (stag_a, stag_b, qp) = (w.a.stag, w.b.stag, w.a.qp);
+    w.b_drop = |_| true;
+    w.a.post_send(&SendWr {
+        wr_id,
+        op: SendOp::Write {
+            remote_to: 0x700,
+            rkey: stag_b,
+        },
+        sgl: sgl(64, 5, stag_a),
+        flags: SendFlags::SIGNALED,
+    });
+    w.a.call_at(w.now, ServiceRequest::Disconnect { client: 1, qp })
+        .unwrap();
+    qp
+}
+
 /// A disconnects with a WRITE still unacknowledged (B's answers lost) and destroys its
 /// QP at once, as rping and perftest do: the service answers `CloseUnderway` until the
 /// FIN is out and the data acknowledged (B's FIN still held back), then destroys the QP
@@ -555,19 +574,7 @@ fn a_qp_destroyed_during_its_close_waits_for_the_fin_and_is_never_reset() {
     let mut w = World::new();
     w.connect();
     w.a.mem.arena_mut(RegionId(0))[64..69].copy_from_slice(b"bye!!");
-    let (stag_a, stag_b, qp) = (w.a.stag, w.b.stag, w.a.qp);
-    w.b_drop = |_| true;
-    w.a.post_send(&SendWr {
-        wr_id: 0xa5,
-        op: SendOp::Write {
-            remote_to: 0x700,
-            rkey: stag_b,
-        },
-        sgl: sgl(64, 5, stag_a),
-        flags: SendFlags::SIGNALED,
-    });
-    w.a.call_at(w.now, ServiceRequest::Disconnect { client: 1, qp })
-        .unwrap();
+    let qp = write_unanswered_then_disconnect(&mut w, 0xa5);
     for _ in 0..3 {
         w.step();
     }
@@ -604,19 +611,7 @@ fn a_qp_destroyed_during_its_close_waits_for_the_fin_and_is_never_reset() {
 fn a_close_that_cannot_finish_is_reset_after_the_linger_time() {
     let mut w = World::new();
     w.connect();
-    let (stag_a, stag_b, qp) = (w.a.stag, w.b.stag, w.a.qp);
-    w.b_drop = |_| true;
-    w.a.post_send(&SendWr {
-        wr_id: 0xa6,
-        op: SendOp::Write {
-            remote_to: 0x700,
-            rkey: stag_b,
-        },
-        sgl: sgl(64, 5, stag_a),
-        flags: SendFlags::SIGNALED,
-    });
-    w.a.call_at(w.now, ServiceRequest::Disconnect { client: 1, qp })
-        .unwrap();
+    let qp = write_unanswered_then_disconnect(&mut w, 0xa6);
     let destroy = || ServiceRequest::DestroyQp { client: 1, qp };
     let start = w.now;
     let mut asked = 0;

@@ -183,6 +183,15 @@ impl ArpCache {
         self.recompute_deadline();
     }
 
+    /// True if slot `hint` holds `ip`, resolved. O(1) and without side effects (unlike
+    /// [`ArpCache::lookup`], which marks the entry used): the per-segment check before
+    /// [`ArpCache::glean`]. A stale hint says false; `glean` then finds the entry.
+    pub fn resolved_at(&self, ip: Ipv4Addr, hint: usize) -> bool {
+        self.entries
+            .get(hint)
+            .is_some_and(|e| e.ip == ip && matches!(e.state, State::Resolved | State::Refreshing))
+    }
+
     /// Learns `ip`'s address from a frame it sent us (a SYN to a listener, a segment of
     /// a connection) while `ip` is not resolved: an entry being resolved is resolved at
     /// once (its ARP reply may have been lost: a NIC's RSS sends ARP to one queue, TCP to
@@ -502,11 +511,13 @@ mod tests {
         let mut c = cache();
         assert!(!c.glean(Instant::ZERO, IP, MAC, false), "absent, no create");
         assert!(c.start_resolve(Instant::ZERO, IP));
+        assert!(!c.resolved_at(IP, 0));
         assert!(
             c.glean(Instant::ZERO, IP, MAC, false),
             "resolving: resolved"
         );
         assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some(MAC));
+        assert!(c.resolved_at(IP, 0));
         assert!(!c.glean(Instant::ZERO, IP, [2; 6], true), "resolved: kept");
         assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some(MAC));
         let other = Ipv4Addr::new(10, 0, 0, 9);
