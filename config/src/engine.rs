@@ -51,10 +51,12 @@ impl Config {
     /// The engine configuration of port `port` on dataplane core `core`: addresses and
     /// MTU from `[[port]]`, bounds from `[limits]` and `[ip]`, `[tcp]`, `[mpa]`, the
     /// checksum mode resolved against `nic`, the ISN secret from `seeds`, and a STag
-    /// seed derived from `seeds.stag_seed` and `port`: the same on every core of a port,
-    /// because the shared-memory verbs replicate each MR and window on every core under
-    /// the STag the first core allocated (`Rnic::reg_mr_at`), and identical allocators
-    /// then never collide (docs/APPS.md, Placement).
+    /// seed derived from `seeds.stag_seed` alone: the same on every engine of the daemon
+    /// (every core and every port), because the shared-memory verbs replicate each MR
+    /// and window on every engine under the STag the first engine allocated
+    /// (`Rnic::reg_mr_at`), and only identical allocators never collide. A seed per port
+    /// made the replica on a second port land, now and then, on a slot another MR held
+    /// there: `RegMr` failed with `InsufficientResources` (docs/APPS.md, Placement).
     /// The engine's own `EngineConfig::validate` is run; its error names the file key.
     pub fn engine_config(
         &self,
@@ -74,7 +76,7 @@ impl Config {
         })?;
         let checksum_offload =
             p.checksum_offload(port, nic.tx_checksum_offload, nic.rx_checksum_offload)?;
-        let stag_seed = mix(seeds.stag_seed, port, 0);
+        let stag_seed = mix(seeds.stag_seed);
         let l = &self.limits;
         let ip = &self.ip;
         // The struct update keeps this building while the engine grows fields the file
@@ -194,8 +196,75 @@ mod tests {
         assert!(!e.checksum_offload && !e.tcp.checksum_offload);
         assert_eq!(e.llp_close_timeout_ms, 60_000);
         let other_core = c.engine_config(0, 1, seeds, &NIC).unwrap();
-        assert_eq!(other_core.stag_seed, e.stag_seed, "one STag space per port");
+        assert_eq!(
+            other_core.stag_seed, e.stag_seed,
+            "one STag space per daemon"
+        );
         iwarp_engine::Engine::try_new(e).unwrap();
+    }
+
+    /// The shared-memory verbs register each MR on the first engine and replicate it on
+    /// every other engine (each core of each port) under the same STag. With a seed per
+    /// port the replica on port 1 sometimes found its slot held by another MR (the
+    /// restart loop failed `RegMr` with `InsufficientResources` about once in 40 runs).
+    #[test]
+    fn every_port_and_core_replicates_every_stag_through_churn() {
+        use iwarp_types::{Access, RegionId, Stag};
+        let mut c = Config::default();
+        let mut second = c.ports[0].clone();
+        second.ipv4 = Ipv4Addr::new(198, 18, 1, 1);
+        c.ports.push(second);
+        let seeds = Seeds::fixed([1; 16], 0x0123_4567_89ab_cdef);
+        let mut engines: Vec<iwarp_engine::Engine> = [(0, 0), (0, 1), (1, 0), (1, 1)]
+            .iter()
+            .map(|&(port, core)| {
+                iwarp_engine::Engine::try_new(c.engine_config(port, core, seeds, &NIC).unwrap())
+                    .unwrap()
+            })
+            .collect();
+        let pds: Vec<_> = engines
+            .iter_mut()
+            .map(|e| e.rnic_mut().alloc_pd().unwrap())
+            .collect();
+        let attr = |pd| iwarp_rdma::mem::MrAttr {
+            pd,
+            region: RegionId(1),
+            region_offset: 0,
+            len: 64,
+            va: 0,
+            zero_based: false,
+            access: Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            key: 7,
+            remote_access_flag: true,
+        };
+        let mut live: Vec<Stag> = Vec::new();
+        let mut rng = 0x9e37_79b9_u64;
+        for step in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let room = live.len() < 400;
+            if room && (live.is_empty() || rng % 3 != 0) {
+                let stag = engines[0]
+                    .rnic_mut()
+                    .reg_mr(&attr(pds[0]), Some(64))
+                    .unwrap();
+                for (e, pd) in engines.iter_mut().zip(&pds).skip(1) {
+                    assert_eq!(
+                        e.rnic_mut().reg_mr_at(stag, &attr(*pd), Some(64)),
+                        Ok(stag),
+                        "step {step}: {} MRs live",
+                        live.len()
+                    );
+                }
+                live.push(stag);
+            } else {
+                let stag = live.swap_remove((rng >> 8) as usize % live.len());
+                for e in &mut engines {
+                    e.rnic_mut().dealloc_stag(stag).unwrap();
+                }
+            }
+        }
     }
 
     #[test]

@@ -141,7 +141,9 @@ pub fn engine_config(ip: Ipv4Addr, mac: [u8; 6], core: usize, cfg: &TestbedConfi
         mtu: cfg.mtu,
         checksum_offload: cfg.link.checksum_offload,
         isn_secret: secret,
-        stag_seed: u64::from(last) << 8 | core as u64,
+        // One STag seed per side, as iwarpd gives every engine of a daemon one: MRs
+        // registered through the shared-memory verbs are replicated on every core.
+        stag_seed: u64::from(last) << 8,
         ..EngineConfig::default()
     };
     // The engine clamps the MSS to the MTU: ask for the most the MTU allows.
