@@ -79,7 +79,8 @@ pub struct Counters {
     /// ARP replies received.
     pub arp_replies_in: u64,
     /// Peers learnt from their own TCP segments while not resolved (a SYN to a
-    /// listener, a segment of a connection whose ARP reply never came).
+    /// listener, a segment of a connection whose ARP reply never came), or re-confirmed
+    /// by them while a refresh or a retransmission timeout re-asked by ARP.
     pub arp_gleaned: u64,
     /// ICMP echo requests answered.
     pub icmp_echo_replies: u64,

@@ -183,30 +183,39 @@ impl ArpCache {
         self.recompute_deadline();
     }
 
-    /// True if slot `hint` holds `ip`, resolved. O(1) and without side effects (unlike
-    /// [`ArpCache::lookup`], which marks the entry used): the per-segment check before
-    /// [`ArpCache::glean`]. A stale hint says false; `glean` then finds the entry.
+    /// True if slot `hint` holds `ip`, resolved and not being re-confirmed. O(1) and
+    /// without side effects (unlike [`ArpCache::lookup`], which marks the entry used):
+    /// the per-segment check before [`ArpCache::glean`]. A stale hint says false;
+    /// `glean` then finds the entry.
     pub fn resolved_at(&self, ip: Ipv4Addr, hint: usize) -> bool {
         self.entries
             .get(hint)
-            .is_some_and(|e| e.ip == ip && matches!(e.state, State::Resolved | State::Refreshing))
+            .is_some_and(|e| e.ip == ip && e.state == State::Resolved)
     }
 
     /// Learns `ip`'s address from a frame it sent us (a SYN to a listener, a segment of
     /// a connection) while `ip` is not resolved: an entry being resolved is resolved at
     /// once (its ARP reply may have been lost: a NIC's RSS sends ARP to one queue, TCP to
-    /// another), an absent one is created if `create`. A resolved entry is never changed
-    /// this way, only by ARP, so a forged segment cannot redirect a known peer. True if
-    /// the entry became resolved. Scans the cache: only for addresses not resolved.
+    /// another), an absent one is created if `create`. An entry being re-confirmed
+    /// (refreshed at expiry, or suspected after a retransmission timeout) is confirmed
+    /// by a frame from the address it holds, as Linux confirms a neighbour on TCP
+    /// progress: its lost replies no longer free an entry its peer keeps talking
+    /// through. A resolved entry's address is never changed this way, only by ARP, so a
+    /// forged segment cannot redirect a known peer. True if the entry became resolved.
+    /// Scans the cache: only for addresses not resolved.
     pub fn glean(&mut self, now: Instant, ip: Ipv4Addr, mac: [u8; 6], create: bool) -> bool {
         match self.find(ip) {
-            Some(slot)
-                if matches!(
-                    self.entries[slot].state,
-                    State::Resolved | State::Refreshing
-                ) =>
-            {
-                false
+            Some(slot) if self.entries[slot].state == State::Resolved => false,
+            Some(slot) if self.entries[slot].state == State::Refreshing => {
+                let e = &mut self.entries[slot];
+                if e.mac != mac {
+                    return false;
+                }
+                e.state = State::Resolved;
+                e.retries = 0;
+                e.deadline = now + self.timeout;
+                self.recompute_deadline();
+                true
             }
             None if !create => false,
             _ => {
@@ -489,6 +498,37 @@ mod tests {
         // An answer restores it.
         c.learn(now, IP, [2; 6], true);
         assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some([2; 6]));
+    }
+
+    #[test]
+    fn a_frame_from_the_same_address_confirms_an_entry_being_reconfirmed() {
+        let mut c = cache();
+        let t = Instant(1_000);
+        c.learn(t, IP, MAC, true);
+        assert!(c.resolved_at(IP, 0));
+        assert!(c.suspect(t, IP));
+        assert!(
+            !c.resolved_at(IP, 0),
+            "re-confirming: the segment path asks glean"
+        );
+        assert!(
+            !c.glean(t, IP, [2; 6], false),
+            "another address never confirms nor changes it"
+        );
+        assert_eq!(c.lookup(IP, 0).map(|(m, _)| m), Some(MAC));
+        assert!(c.glean(t, IP, MAC, false), "its own address confirms it");
+        assert!(c.resolved_at(IP, 0));
+        // Confirmed: no retry is due before the entry's lifetime.
+        let mut acts = Vec::new();
+        c.handle_timeout(t + Duration::from_millis(1), |a| acts.push(a));
+        assert!(acts.is_empty(), "{acts:?}");
+        assert!(c.poll_timeout().unwrap() >= t + c.timeout);
+        // The same holds for the refresh at expiry.
+        let later = c.poll_timeout().unwrap();
+        c.handle_timeout(later, |a| acts.push(a));
+        assert_eq!(acts, [ArpAction::Request(IP)]);
+        assert!(c.glean(later, IP, MAC, false));
+        assert!(c.resolved_at(IP, 0));
     }
 
     #[test]

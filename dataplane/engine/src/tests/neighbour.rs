@@ -1,7 +1,8 @@
 //! The path to the peer changes under a live connection: a forged ARP reply poisons the
 //! neighbour entry (the next retransmission timeout re-confirms it, as Linux's NUD probe
-//! does, instead of stalling until the entry expires), and an ICMP "fragmentation needed"
-//! shrinks the path MTU (FPDUs follow the new MSS).
+//! does, instead of stalling until the entry expires), ARP stops getting through while
+//! TCP still does (the peer's own segments confirm the entry), and an ICMP
+//! "fragmentation needed" shrinks the path MTU (FPDUs follow the new MSS).
 
 use iwarp_types::{SendFlags, SendOp, SendWr, WcOpcode, WcStatus};
 
@@ -70,6 +71,77 @@ fn forged_arp_reply_heals_at_the_next_retransmission_timeout() {
         "healed at the first RTOs, not at ARP expiry: {took:?}"
     );
     assert!(p.a.eng.counters().arp_requests_out >= 2, "A asked again");
+}
+
+/// After a retransmission timeout A re-confirms B's entry by ARP, but no ARP frame gets
+/// through any more (as with QEMU's multi-queue RSS, which lost about half of them while
+/// TCP passed): B's own segments must confirm the entry. Before they did, the entry was
+/// freed after the ARP retries, A held its segments for a resolution that never came, B
+/// had nothing to answer, and the connection stalled.
+#[test]
+fn segments_of_the_peer_confirm_its_entry_when_arp_is_lost() {
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    let mut p = Pair::new();
+    establish(&mut p);
+    let is_arp = |f: &Vec<u8>| f.get(12..14) == Some(&[0x08, 0x06][..]);
+    // Every ARP frame lost from now on, both ways; the next frame A sends (the first
+    // WRITE's only FPDU) lost too, so that it needs a retransmission timeout.
+    let lose_a = Rc::new(Cell::new(1u32));
+    let lose = Rc::clone(&lose_a);
+    p.a_to_b = Box::new(move |f| {
+        if is_arp(f) {
+            return false;
+        }
+        let n = lose.get();
+        lose.set(n.saturating_sub(1));
+        n == 0
+    });
+    p.b_to_a = Box::new(move |f| !is_arp(f));
+    let gleaned = p.a.eng.counters().arp_gleaned;
+    let requests = p.a.eng.counters().arp_requests_out;
+
+    // A WRITE every 500 ms of virtual time for 10 s: well past the ARP retries (3 x 1 s).
+    for i in 0..20u64 {
+        let len = if i == 0 { 1_024 } else { 16_384u32 };
+        let data = pattern(len as usize, i as u8);
+        p.a.fill(0, &data);
+        let write = SendWr {
+            wr_id: i,
+            op: SendOp::Write {
+                remote_to: 65_536,
+                rkey: p.b.mr,
+            },
+            sgl: sge(&p.a, 0, len),
+            flags: SendFlags::SIGNALED,
+        };
+        p.a.eng.post_send(p.a.qp, &write).unwrap();
+        let mut done = Vec::new();
+        p.run_until(|p| {
+            done.extend(p.a.completions());
+            !done.is_empty()
+        });
+        assert_eq!(
+            (done[0].wr_id, done[0].status),
+            (i, WcStatus::Success),
+            "WRITE {i}"
+        );
+        assert_eq!(p.b.bytes(65_536, len as usize), &data[..], "WRITE {i}");
+        let until = p.now + iwarp_types::Duration::from_millis(500);
+        while p.next_timer(until) {
+            p.run(false);
+        }
+        p.now = until;
+        p.run(false);
+    }
+    let c = p.a.eng.counters();
+    assert!(
+        c.arp_requests_out > requests,
+        "A re-confirmed B after the RTO"
+    );
+    assert!(c.arp_gleaned > gleaned, "B's segments confirmed it");
+    assert_eq!(c.drops_of(crate::DropReason::ArpPendingDropped), 0);
 }
 
 /// An ICMP "fragmentation needed" (RFC 1191) from a router at `router_ip`, quoting the
