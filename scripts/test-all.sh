@@ -5,7 +5,7 @@
 # tests, the daemon's operator-facing and signal tests, the memif demo, the Linux-peer test
 # over a veth, the shared-memory verbs tests (client processes on two daemons, admission
 # under a flood), the drop-in libraries' tests. Then as stages: the pcap check, the
-# restart-after-kill loop, Debian's unmodified RDMA tools over the drop-in libraries, the
+# restart-after-kill loop, the soak over a lossy wire, Debian's unmodified RDMA tools over the drop-in libraries, the
 # Debian package (install, demo, purge), the loom models of the shared-memory rings, the
 # interop matrix against Linux siw in a QEMU guest (scripts/interop-siw.sh,
 # ../shared/siw-vm), and iwarpd on an emulated PCI NIC in QEMU guests (scripts/nic-vm.sh,
@@ -41,6 +41,9 @@ stage "sim-pcap" bash scripts/sim-pcap.sh target/sim-session.pcap
 # Restart after kill -9, traffic, SIGINT (issue 17 item 4): 100 tries by hand
 # (scripts/restart-loop.sh), 20 here (about 2 minutes).
 stage "restart-loop" bash scripts/restart-loop.sh "${IWARP_RESTART_TRIES:-20}"
+# Soak (issue 15 item 1): two daemons over a lossy, reordering wire, verified client churn
+# with kill -9 at random; 60 minutes by hand (scripts/soak.sh), 3 here.
+stage "soak" bash scripts/soak.sh --minutes "${IWARP_SOAK_MINUTES:-3}"
 # Debian's unmodified rdma-core tools through the drop-in libraries (docs/DROPIN.md).
 stage "demo-dropin" env DEMO_PROFILE=debug bash scripts/demo-dropin.sh
 # The Debian package: built, installed into an empty root, the memif demo run from the

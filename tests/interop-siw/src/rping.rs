@@ -21,6 +21,9 @@ pub const DEFAULT_PORT: u16 = 7174;
 pub const MIN_SIZE: u32 = 16;
 /// See [`MIN_SIZE`].
 pub const MAX_SIZE: u32 = 64 * 1024 - 1;
+/// iw-rping's own largest size, for runs where both ends are iw-rping (scripts/soak.sh
+/// moves up to 1 MiB per READ and WRITE); rping refuses sizes above [`MAX_SIZE`].
+pub const MAX_SIZE_IW: u32 = 1 << 20;
 /// rping's default message size.
 pub const DEFAULT_SIZE: u32 = 64;
 
