@@ -62,7 +62,9 @@ case $WORKERS in ''|*[!0-9]*|0) echo "soak: --workers is a positive number" >&2;
 [ "$(id -u)" = 0 ] || { echo "soak: needs root (network namespaces, DPDK)" >&2; exit 1; }
 
 if [ -z "${IWARPD:-}" ] || [ -z "${IWARPCTL:-}" ] || [ -z "${IW_RPING:-}" ]; then
-    (cd "$ROOT" && cargo build -q -p iwarpd -p iwarpctl -p iwarp-interop-siw --bin iw-rping) \
+    # Two commands: `--bin` would limit the first to the binaries of that name.
+    (cd "$ROOT" && cargo build -q -p iwarpd -p iwarpctl \
+        && cargo build -q -p iwarp-interop-siw --bin iw-rping) \
         || { echo "soak: build failed"; exit 1; }
     T=${CARGO_TARGET_DIR:-$ROOT/target}/debug
     IWARPD=$T/iwarpd IWARPCTL=$T/iwarpctl IW_RPING=$T/iw-rping

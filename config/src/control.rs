@@ -46,6 +46,10 @@ pub struct ControlSection {
     /// Objects of each kind (PDs, CQs, QPs, SRQs, MRs, MWs, CM ids, arenas, channels)
     /// one client may hold.
     pub max_objects: u32,
+    /// QPs one client may hold, below `max_objects`: a dataplane core holds
+    /// `limits.max_qps`, so one client holding them all would lock every other client
+    /// out of that core (scripts/isolation.sh).
+    pub max_qps: u32,
 }
 
 impl Default for ControlSection {
@@ -62,6 +66,7 @@ impl Default for ControlSection {
             max_pending: 64,
             max_arena_mb: 4096,
             max_objects: 4096,
+            max_qps: 256,
         }
     }
 }
@@ -133,6 +138,11 @@ impl ControlSection {
         ensure(
             (1..=OBJECTS_MAX).contains(&self.max_objects),
             "control.max_objects",
+            format!("must be in 1..={OBJECTS_MAX}"),
+        )?;
+        ensure(
+            (1..=OBJECTS_MAX).contains(&self.max_qps),
+            "control.max_qps",
             format!("must be in 1..={OBJECTS_MAX}"),
         )
     }

@@ -194,6 +194,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("control.max_pending", "Connections that have not said Hello yet, all users together (1..=4096). When full, a new connection closes the oldest such connection of its own user, else of the user holding the most: a flood from one user never closes another user's."),
     k("control.max_arena_mb", "Arena memory one client may hold, MiB."),
     k("control.max_objects", "Objects of each kind (PDs, CQs, QPs, SRQs, MRs, MWs, CM ids, arenas, channels) one client may hold."),
+    k("control.max_qps", "QPs one client may hold (at most control.max_objects counts too); keep it below limits.max_qps so that one client cannot take a core's every QP."),
 ];
 
 /// `port[3].mtu` → `port[].mtu`.

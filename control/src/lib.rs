@@ -63,6 +63,8 @@ pub struct ControlConfig {
     pub max_arena_bytes: u64,
     /// Objects of each kind one client may hold.
     pub max_objects: u32,
+    /// QPs one client may hold (also bounded by `max_objects`).
+    pub max_qps: u32,
     /// How long a core may take to answer one request.
     pub core_timeout: Duration,
     /// Malformed frames a client may send before it is disconnected.
@@ -90,6 +92,7 @@ impl Default for ControlConfig {
             max_pending: 64,
             max_arena_bytes: 4096 << 20,
             max_objects: 4096,
+            max_qps: 256,
             core_timeout: Duration::from_secs(2),
             max_bad_frames: 8,
             p2p: false,

@@ -865,6 +865,17 @@ fn query_port_answers_the_live_link_state() {
 
 /// A PD, a CQ and a QP of `p` (the QP's handle).
 fn make_qp(p: &mut Peer, s: &mut ControlServer<FakeCore>) -> QpHandle {
+    ok(try_make_qp(p, s), |r| match r {
+        Response::Qp(x) => Some(x.qp),
+        _ => None,
+    })
+}
+
+/// A PD and a CQ of `p`, then the daemon's answer to creating a QP on them.
+fn try_make_qp(
+    p: &mut Peer,
+    s: &mut ControlServer<FakeCore>,
+) -> (Result<Response, ErrorReply>, Vec<std::os::fd::OwnedFd>) {
     let pd = ok(p.call(s, Request::AllocPd), |r| match r {
         Response::Pd(x) => Some(x),
         _ => None,
@@ -901,10 +912,34 @@ fn make_qp(p: &mut Peer, s: &mut ControlServer<FakeCore>) -> QpHandle {
         bind_enabled: false,
         for_cm_id: None,
     };
-    ok(p.call(s, Request::CreateQp(qp)), |r| match r {
-        Response::Qp(x) => Some(x.qp),
-        _ => None,
-    })
+    p.call(s, Request::CreateQp(qp))
+}
+
+/// Issue 15 item 5: one client holding QPs until refused must be stopped by its own
+/// limit (`control.max_qps`), below what the cores hold, so that the next client still
+/// gets a QP. Before, the limit was `control.max_objects` (4096), above a core's 1024
+/// QPs: scripts/isolation.sh's noisy client took them all and locked everyone out.
+#[test]
+fn a_client_holds_qps_up_to_its_own_limit_and_others_still_get_theirs() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let cores = fake_cores(2, &log, false);
+    let regions = Arc::new(RegionTable::new(64));
+    let cfg = ControlConfig {
+        max_objects: 8,
+        max_qps: 2,
+        max_arena_bytes: 1 << 20,
+        ..ControlConfig::default()
+    };
+    let mut s = ControlServer::new(cfg, cores, regions, device(), Vec::new(), None).unwrap();
+    admit_self(&mut s);
+    let (mut noisy, _) = connect(&mut s);
+    make_qp(&mut noisy, &mut s);
+    make_qp(&mut noisy, &mut s);
+    let e = try_make_qp(&mut noisy, &mut s).0.unwrap_err();
+    assert_eq!(e.code, ErrorCode::LimitReached);
+    assert!(e.message.contains("control.max_qps (2)"), "{}", e.message);
+    let (mut other, _) = connect(&mut s);
+    make_qp(&mut other, &mut s);
 }
 
 /// `iwarpctl qp reset` and `disconnect-client` (issue 16 item 4): the QP goes to Error on

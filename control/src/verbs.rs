@@ -550,6 +550,15 @@ fn create_qp<C: CoreLink>(ctx: &mut Ctx<C>, c: &mut Client, a: QpCreate) -> Res 
         )?),
         Some(_) => None,
     };
+    if c.qps.len() >= ctx.cfg.max_qps as usize {
+        return Err(err(
+            ErrorCode::LimitReached,
+            format!(
+                "this client holds QPs up to control.max_qps ({})",
+                ctx.cfg.max_qps
+            ),
+        ));
+    }
     let h = c
         .qps
         .next_handle()
