@@ -9,8 +9,7 @@
 #                                    # the 60-minute soak, 30 min per fuzz target and 1 h
 #                                    # for engine_rx (about 6 hours)
 #
-# Not yet here (issue 15): packet-generator floods, client isolation; see
-# docs/RELIABILITY.md. Dataplane exhaustion is tested in cargo test.
+# Not yet here (issue 15): packet-generator floods; see docs/RELIABILITY.md. Dataplane exhaustion is tested in cargo test.
 # Ends with "N passed, N failed"; exits 1 if anything failed. Needs root (DPDK).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +34,7 @@ item() { # NAME COMMAND...
 item "sim-soak $sims" bash scripts/sim-soak.sh "$sims"
 item "restart-loop $restarts" bash scripts/restart-loop.sh "$restarts"
 item "soak ${soak_min} min" bash scripts/soak.sh --minutes "$soak_min"
+item "isolation" bash scripts/isolation.sh
 item "stag-guess $guesses" bash -c "cargo build -q --release -p iwarp-benches --bin iwarp-stag-guess && target/release/iwarp-stag-guess $guesses"
 for t in wire_parsers tcp_segment mpa_stream rdma_rx service_rings control_requests; do
   item "fuzz $t ${fuzz_s}s" env FUZZ_SECONDS="$fuzz_s" bash scripts/fuzz.sh "$t"
