@@ -3,8 +3,13 @@
 # for N minutes a churn of client processes on the shared-memory verbs that connect, move
 # verified data, disconnect, and now and then get killed with -9 in the middle.
 #
-#   sudo scripts/soak.sh [--minutes N] [--workers K] [--seed S] [--keep]
+#   sudo scripts/soak.sh [--minutes N] [--workers K] [--seed S] [--flood KIND] [--keep]
 #        (defaults: 60 minutes, 3 workers, a random seed; .ci/run runs --minutes 3)
+#   --flood syn|junk|guess: after the warm-up, scripts/flood-frames.py floods A's port
+#        from the wire namespace for the rest of the run (SYNs to A's listener ports from
+#        on-link addresses nobody answers for; random frames; RSTs and FPDUs with guessed
+#        sequence numbers, STags and offsets on A's live connections); scripts/flood.sh
+#        compares the runs with and without a flood.
 #
 # Topology (addresses only in 198.18.0.0/15; namespaces this script owns and removes):
 #
@@ -43,7 +48,7 @@ NS_A=$P-a NS_W=$P-w NS_B=$P-b
 IF_A=$P-a0 IF_WA=$P-wa IF_WB=$P-wb IF_B=$P-b0
 IP_A=198.18.4.1 IP_B=198.18.4.2
 NAME_A=$P-A NAME_B=$P-B
-MINUTES=60 WORKERS=3 SEED=$RANDOM$RANDOM KEEP=0
+MINUTES=60 WORKERS=3 SEED=$RANDOM$RANDOM KEEP=0 FLOOD=
 WIRE_ARGS="--loss 0.5 --delay-ms 1 --jitter-ms 1 --reorder 5 --reorder-corr 25"
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -52,6 +57,8 @@ while [ $# -gt 0 ]; do
         --minutes) MINUTES=${2:?}; shift 2 ;;
         --workers) WORKERS=${2:?}; shift 2 ;;
         --seed) SEED=${2:?}; shift 2 ;;
+        --flood) case ${2:-} in syn|junk|guess) FLOOD=$2 ;; *) echo "soak: --flood is syn, junk or guess" >&2; exit 2 ;; esac
+                 shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "soak: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -72,7 +79,7 @@ fi
 
 TMP=$(mktemp -d /tmp/iwarp-soak.XXXXXX)
 PASS=0 FAIL=0
-PID_A= PID_B= WIRE_PID=
+PID_A= PID_B= WIRE_PID= FLOOD_PID=
 pass() { PASS=$((PASS + 1)); echo "PASS $1"; }
 fail() { FAIL=$((FAIL + 1)); echo "FAIL $1"; }
 say() { echo "[soak $(date +%H:%M:%S)] $*"; }
@@ -88,7 +95,7 @@ cleanup() {
     local p
     for p in $(jobs -p); do kill -9 "$p" 2>/dev/null; done
     pkill -9 -f "iw-rping .*-d $P-" 2>/dev/null
-    for p in "$PID_A" "$PID_B" "$WIRE_PID"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
+    for p in "$PID_A" "$PID_B" "$WIRE_PID" "$FLOOD_PID"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
     remove_netns
     rm -f /run/iwarpd/"$NAME_A".* /run/iwarpd/"$NAME_B".*
     if [ "$FAIL" -gt 0 ] || [ "$KEEP" = 1 ]; then echo "soak: logs in $TMP"; else rm -rf "$TMP"; fi
@@ -271,6 +278,15 @@ warm=$(( secs / 10 )); [ "$warm" -lt 20 ] && warm=20
 sleep "$warm"
 RSS_A0=$(rss_kb "$PID_A") RSS_B0=$(rss_kb "$PID_B")
 say "after the warm-up: RSS A $RSS_A0 KiB, B $RSS_B0 KiB"
+# Bytes verified so far: the flood's figure is the rate after this point.
+bytes_at() { cat "$TMP"/w*.runs 2>/dev/null | awk '/^(OK|KILLED)/ {for (i = 1; i < NF; i++) if ($i == "bytes") s += $(i + 1)} END {printf "%.0f", s}'; }
+WARM_BYTES=$(bytes_at) WARM_AT=$(date +%s)
+if [ -n "$FLOOD" ]; then
+    ip netns exec "$NS_W" python3 "$ROOT/scripts/flood-frames.py" "$IF_WA" "$FLOOD" \
+        --seed "$SEED" > "$TMP/flood.log" 2>&1 3>&- &
+    FLOOD_PID=$!
+    say "flooding A with $FLOOD frames"
+fi
 while [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 30
     for d in A B; do
@@ -279,6 +295,11 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
     done
     say "$(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^OK') passed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^KILLED') killed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^FAIL') failed so far"
 done
+if [ -n "$FLOOD_PID" ]; then
+    kill -TERM "$FLOOD_PID"; wait "$FLOOD_PID" 2>/dev/null; FLOOD_PID=
+    say "$(tail -1 "$TMP/flood.log")"
+fi
+END_BYTES=$(bytes_at) END_AT=$(date +%s)
 wait_workers_until=$(( $(date +%s) + 120 ))
 for p in $(jobs -p); do
     [ "$p" = "$WIRE_PID" ] && continue
@@ -287,6 +308,8 @@ done
 cat "$TMP"/w*.runs > "$TMP/runs" 2>/dev/null
 ok=$(grep -c '^OK' "$TMP/runs"); killed=$(grep -c '^KILLED' "$TMP/runs"); bad=$(grep -c '^FAIL' "$TMP/runs")
 bytes=$(awk '/^(OK|KILLED)/ {for (i = 1; i < NF; i++) if ($i == "bytes") s += $(i + 1)} END {printf "%.0f", s}' "$TMP/runs")
+rate=$(awk -v b=$(( END_BYTES - WARM_BYTES )) -v s=$(( END_AT - WARM_AT )) 'BEGIN {printf "%.2f", (s > 0 ? b / s / 1048576 : 0)}')
+echo "soak: after the warm-up${FLOOD:+ (flood $FLOOD)}: $rate MiB/s verified"
 if [ "$bad" = 0 ] && [ "$ok" -gt 0 ]; then
     pass "runs: $ok verified, $killed killed at random (the other side ended by itself), 0 failed; $(awk -v b="$bytes" 'BEGIN {printf "%.1f MiB", b / 1048576}') verified"
 else
@@ -372,11 +395,37 @@ b_out=$(port_stat B opackets) a_in=$(port_stat A ipackets) a_miss=$(port_stat A 
 ab_in=$(wire_stat "$IF_WA" "$IF_WB" in) ab_out=$(wire_stat "$IF_WA" "$IF_WB" out) ab_drop=$(wire_stat "$IF_WA" "$IF_WB" dropped)
 ba_in=$(wire_stat "$IF_WB" "$IF_WA" in) ba_out=$(wire_stat "$IF_WB" "$IF_WA" out) ba_drop=$(wire_stat "$IF_WB" "$IF_WA" dropped)
 summary="A sent $a_out, wire A->B read $ab_in, dropped $ab_drop, delivered $ab_out, B received $b_in + missed $b_miss; B sent $b_out, wire B->A read $ba_in, dropped $ba_drop, delivered $ba_out, A received $a_in + missed $a_miss"
-if [ -n "$a_out" ] && [ -n "$ab_in" ] && [ "$a_out" = "$ab_in" ] && [ "$b_out" = "$ba_in" ] \
-    && [ "$ab_out" = $(( b_in + b_miss )) ] && [ "$ba_out" = $(( a_in + a_miss )) ]; then
+injected=0
+if [ -n "$FLOOD" ]; then
+    injected=$(grep -oE 'sent [0-9]+ frames' "$TMP/flood.log" | grep -oE '[0-9]+' | tail -1)
+    injected=${injected:-0}
+    summary="$summary; the flood sent $injected to A"
+fi
+# A's port gets what the wire delivered, plus the flood's frames (of which the kernel's
+# veth may drop some when A's ring is full: counted nowhere A sees).
+a_got=$(( a_in + a_miss ))
+# Under a flood, A's answers to it (RSTs, challenge ACKs) may come faster than the
+# userspace wire reads them: the kernel drops what overflows its socket, so A may have
+# sent more than the wire read.
+if [ -z "$FLOOD" ]; then
+    a_to_wire_ok=$([ "$a_out" = "$ab_in" ] && echo 1)
+    a_got_ok=$([ "$ba_out" = "$a_got" ] && echo 1)
+else
+    a_to_wire_ok=$([ "$a_out" -ge "$ab_in" ] && echo 1)
+    a_got_ok=$([ "$a_got" -ge "$ba_out" ] && [ "$a_got" -le $(( ba_out + injected )) ] && echo 1)
+fi
+if [ -n "$a_out" ] && [ -n "$ab_in" ] && [ -n "$a_to_wire_ok" ] && [ -n "$a_got_ok" ] \
+    && [ "$b_out" = "$ba_in" ] && [ "$ab_out" = $(( b_in + b_miss )) ]; then
     pass "frames consistent: $summary"
 else
     fail "frames inconsistent: $summary"
+fi
+if [ -n "$FLOOD" ]; then
+    # Every frame A dropped, by reason (nonzero drop counters of its final stats).
+    echo "soak: A's drops by reason: $(python3 -c '
+import json, sys
+t = json.load(open(sys.argv[1]))["total"]["total"]
+print(", ".join(f"{k[5:]} {v}" for k, v in sorted(t.items()) if k.startswith("drop_") and v) or "none")' "$TMP/A.stats.json" 2>/dev/null)"
 fi
 echo "soak: $PASS passed, $FAIL failed"
 [ "$FAIL" -eq 0 ]
