@@ -7,6 +7,9 @@ set -euo pipefail
 # The Rust toolchain first: without it (or with Debian's older rustc) everything after fails
 # late, in cargo build. The minimum is the workspace's rust-version.
 rust_min=$(sed -n 's/^rust-version = "\(.*\)"/\1/p' "$(dirname "$0")/../Cargo.toml")
+# The test command's loom stage builds loom's `generator` crate, which needs Rust 1.95
+# (smoltcp needs 1.91, the workspace's rust-version): check for the higher.
+rust_min=$(printf '%s\n%s\n' "$rust_min" 1.95 | sort -V | tail -1)
 [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 rust_have=$(cargo --version 2>/dev/null | awk '{print $2}' || true)
 if [ -z "$rust_have" ] || [ "$(printf '%s\n%s\n' "$rust_min" "$rust_have" | sort -V | head -1)" != "$rust_min" ]; then
@@ -38,6 +41,8 @@ command -v ip >/dev/null 2>&1 || need+=(iproute2)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v ping >/dev/null 2>&1 || need+=(iputils-ping)
 command -v ethtool >/dev/null 2>&1 || need+=(ethtool)
+# The package test reads the installed man pages with man -l.
+command -v man >/dev/null 2>&1 || need+=(man-db)
 # The metrics test checks a scrape with Prometheus's checkers: promtool (the 0.0.4 text
 # format) and prometheus_client's strict OpenMetrics parser (Debian's python3).
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)

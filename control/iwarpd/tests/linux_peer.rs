@@ -19,6 +19,11 @@ fn is_root() -> bool {
 #[test]
 fn linux_peer_ping_tcp_mpa_clean_and_impaired() {
     if !is_root() {
+        // Under CI=true a test that cannot do its real check fails (issue 16 item 6).
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the Linux peer test needs root (network namespaces, DPDK) and CI=true"
+        );
         eprintln!(
             "not root: the Linux peer test (network namespaces, af_packet, af_xdp) is skipped"
         );

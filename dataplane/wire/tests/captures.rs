@@ -311,6 +311,11 @@ const SEND: u8 = Opcode::Send as u8;
 #[test]
 fn siw_captures() {
     let Some(dir) = captures_dir() else {
+        // Under CI=true a test that cannot do its real check fails (issue 16 item 6).
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "../shared/captures not found next to the workspace and CI=true"
+        );
         println!("shared/captures not found next to the workspace: capture test skipped");
         return;
     };
