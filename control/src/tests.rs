@@ -40,25 +40,7 @@ fn objects_span_cores_stay_private_and_go_with_their_client() {
         },
     );
     assert_eq!(cq.rings.len(), 2, "one sub-ring per core");
-    let qp = QpCreate {
-        pd,
-        send_cq: cq.cq,
-        recv_cq: cq.cq,
-        srq: None,
-        cap: QpCap {
-            max_send_wr: 8,
-            max_recv_wr: 8,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-        },
-        sq_sig_all: true,
-        ord: 1,
-        ird: 1,
-        remote_read: true,
-        remote_write: true,
-        bind_enabled: false,
-        for_cm_id: None,
-    };
+    let qp = QpCreate::new(pd, cq.cq);
     let q = ok(p.call(&mut s, Request::CreateQp(qp)), |r| {
         if let Response::Qp(x) = r {
             Some(x)
@@ -366,23 +348,13 @@ fn two_ports_active_qps_leave_by_port_0_and_listens_follow_the_address() {
         },
     );
     let qp = QpCreate {
-        pd,
-        send_cq: cq.cq,
-        recv_cq: cq.cq,
-        srq: None,
         cap: QpCap {
             max_send_wr: 4,
             max_recv_wr: 4,
             max_send_sge: 1,
             max_recv_sge: 1,
         },
-        sq_sig_all: true,
-        ord: 1,
-        ird: 1,
-        remote_read: true,
-        remote_write: true,
-        bind_enabled: false,
-        for_cm_id: None,
+        ..QpCreate::new(pd, cq.cq)
     };
     let mut placed = Vec::new();
     for _ in 0..4 {
@@ -893,25 +865,7 @@ fn try_make_qp(
             _ => None,
         },
     );
-    let qp = QpCreate {
-        pd,
-        send_cq: cq.cq,
-        recv_cq: cq.cq,
-        srq: None,
-        cap: QpCap {
-            max_send_wr: 8,
-            max_recv_wr: 8,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-        },
-        sq_sig_all: true,
-        ord: 1,
-        ird: 1,
-        remote_read: true,
-        remote_write: true,
-        bind_enabled: false,
-        for_cm_id: None,
-    };
+    let qp = QpCreate::new(pd, cq.cq);
     p.call(s, Request::CreateQp(qp))
 }
 

@@ -13,7 +13,7 @@ use std::time::Duration;
 use iwarp_control::testkit::{connect, server, Peer};
 use iwarp_shm_socket::{
     frame, AccessFlags, Addr, ArenaHandle, ClientMsg, CmIdHandle, CqCreate, CqHandle, MrReg,
-    PdHandle, QpCap, QpCreate, QpHandle, RecvError, Request, Response, ServerMsg,
+    PdHandle, QpCreate, QpHandle, RecvError, Request, Response, ServerMsg,
 };
 
 use crate::cursor::Cursor;
@@ -29,25 +29,7 @@ const FIRST: u32 = 0x0010_0000;
 /// Valid requests naming each client's first objects: unchanged and in order, a client's
 /// whole life; changed, every handler with handles, sizes and variants it did not expect.
 fn templates() -> Vec<Request> {
-    let qp = QpCreate {
-        pd: PdHandle(FIRST),
-        send_cq: CqHandle(FIRST),
-        recv_cq: CqHandle(FIRST),
-        srq: None,
-        cap: QpCap {
-            max_send_wr: 8,
-            max_recv_wr: 8,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-        },
-        sq_sig_all: true,
-        ord: 1,
-        ird: 1,
-        remote_read: true,
-        remote_write: true,
-        bind_enabled: false,
-        for_cm_id: None,
-    };
+    let qp = QpCreate::new(PdHandle(FIRST), CqHandle(FIRST));
     vec![
         Request::AllocPd,
         Request::CreateCq(CqCreate {

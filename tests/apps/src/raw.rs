@@ -200,23 +200,17 @@ impl RawVerbs {
     /// A QP (RQ of 16, SQ of 16, 2 SGEs each, bind enabled, ORD/IRD 4).
     pub fn create_qp(&mut self, pd: PdHandle, cq: &RawCq, for_cm_id: Option<CmIdHandle>) -> RawQp {
         let req = QpCreate {
-            pd,
-            send_cq: cq.handle,
-            recv_cq: cq.handle,
-            srq: None,
             cap: QpCap {
                 max_send_wr: 16,
                 max_recv_wr: 16,
                 max_send_sge: 2,
                 max_recv_sge: 2,
             },
-            sq_sig_all: true,
             ord: 4,
             ird: 4,
-            remote_read: true,
-            remote_write: true,
             bind_enabled: true,
             for_cm_id,
+            ..QpCreate::new(pd, cq.handle)
         };
         let created = expect(
             "CreateQp",

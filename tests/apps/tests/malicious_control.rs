@@ -319,25 +319,7 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     );
     s.expect_err(
         "foreign CQ and PD in CreateQp",
-        a.call(Request::CreateQp(QpCreate {
-            pd: v.pd,
-            send_cq: v.cq,
-            recv_cq: v.cq,
-            srq: None,
-            cap: QpCap {
-                max_send_wr: 8,
-                max_recv_wr: 8,
-                max_send_sge: 1,
-                max_recv_sge: 1,
-            },
-            sq_sig_all: true,
-            ord: 1,
-            ird: 1,
-            remote_read: true,
-            remote_write: true,
-            bind_enabled: false,
-            for_cm_id: None,
-        })),
+        a.call(Request::CreateQp(QpCreate::new(v.pd, v.cq))),
         &no_such,
     );
     s.expect_err(
@@ -495,23 +477,14 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
         &big,
     );
     let huge_qp = |sge: u32, wr: u32| QpCreate {
-        pd: apd,
-        send_cq: acq,
-        recv_cq: acq,
-        srq: None,
         cap: QpCap {
             max_send_wr: wr,
             max_recv_wr: wr,
             max_send_sge: sge,
             max_recv_sge: sge,
         },
-        sq_sig_all: true,
-        ord: 1,
-        ird: 1,
-        remote_read: true,
-        remote_write: true,
         bind_enabled: true,
-        for_cm_id: None,
+        ..QpCreate::new(apd, acq)
     };
     s.expect_err(
         "QP of 2^32-1 WRs",

@@ -208,6 +208,34 @@ pub struct QpCreate {
     pub for_cm_id: Option<crate::CmIdHandle>,
 }
 
+impl QpCreate {
+    /// A QP of `pd` with `cq` for both queues: 8 WRs of 1 SGE each way, every send WR
+    /// signaled, ORD = IRD = 1, remote read and write allowed, no binds, no SRQ, not for
+    /// a connection request. The fields are public: change what differs with
+    /// `QpCreate { ord: 4, ..QpCreate::new(pd, cq) }`.
+    pub fn new(pd: PdHandle, cq: CqHandle) -> QpCreate {
+        QpCreate {
+            pd,
+            send_cq: cq,
+            recv_cq: cq,
+            srq: None,
+            cap: QpCap {
+                max_send_wr: 8,
+                max_recv_wr: 8,
+                max_send_sge: 1,
+                max_recv_sge: 1,
+            },
+            sq_sig_all: true,
+            ord: 1,
+            ird: 1,
+            remote_read: true,
+            remote_write: true,
+            bind_enabled: false,
+            for_cm_id: None,
+        }
+    }
+}
+
 /// A QP as created.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QpCreated {
