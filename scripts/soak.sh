@@ -189,7 +189,7 @@ worker() {
         local count=$(( 1 + RANDOM % most ))
         local port=$(( 20000 + w * 2000 + n % 2000 ))
         local kill_who=none
-        if [ $(( RANDOM % 5 )) = 0 ]; then
+        if [ $(( RANDOM % ${SOAK_KILL_ONE_IN:-5} )) = 0 ]; then
             if [ $(( RANDOM % 2 )) = 0 ]; then kill_who=client; else kill_who=server; fi
         fi
         local kill_ms=$(( RANDOM % 1500 ))
@@ -225,6 +225,14 @@ worker() {
         local stuck=
         while kill -0 "$spid" 2>/dev/null || kill -0 "$cpid" 2>/dev/null; do
             if [ $(( ($(date +%s%N) - t0) / 1000000000 )) -ge 60 ]; then
+                # Where each process that is still there waits, for the log.
+                local p
+                for p in "$spid" "$cpid"; do
+                    kill -0 "$p" 2>/dev/null || continue
+                    { echo "== pid $p ($([ "$p" = "$spid" ] && echo server || echo client))"
+                      command -v gdb > /dev/null && timeout 20 gdb -p "$p" -batch -ex 'thread apply all bt' 2>&1 | grep -E '^(Thread|#)'
+                    } >> "$log.stacks" 2>&1
+                done
                 stuck=1; kill -9 "$spid" "$cpid" 2>/dev/null; break
             fi
             sleep 0.05
