@@ -244,7 +244,7 @@ mod tests {
             rng ^= rng >> 7;
             rng ^= rng << 17;
             let room = live.len() < 400;
-            if room && (live.is_empty() || rng % 3 != 0) {
+            if room && (live.is_empty() || !rng.is_multiple_of(3)) {
                 let stag = engines[0]
                     .rnic_mut()
                     .reg_mr(&attr(pds[0]), Some(64))

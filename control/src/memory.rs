@@ -179,7 +179,7 @@ fn import_arena<C: CoreLink>(
             format!("ImportArena needs exactly one memfd, {} came", fds.len()),
         ));
     }
-    if len % PAGE_BYTES != 0 {
+    if !len.is_multiple_of(PAGE_BYTES) {
         return Err(err(
             ErrorCode::InvalidArgument,
             "ImportArena: len must be a multiple of 4096",

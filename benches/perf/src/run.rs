@@ -73,7 +73,7 @@ pub fn server(args: &Args) -> Result<(), PerfError> {
         loop {
             r.progress(&mut side.arena)?;
             n += 1;
-            if n % CM_CHECK_EVERY == 0 && side.poll_disconnects(r.endpoints())? {
+            if n.is_multiple_of(CM_CHECK_EVERY) && side.poll_disconnects(r.endpoints())? {
                 break;
             }
         }

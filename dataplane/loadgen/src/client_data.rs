@@ -96,7 +96,7 @@ impl LoadgenClient {
             let seq = q.next_seq;
             // The last WR this batch can post is signaled, so the tail always completes.
             let last = in_flight + 1 >= depth || (self.spec.op == Op::Send && q.credits == 1);
-            let signaled = last || (seq + 1) % self.signal_every == 0;
+            let signaled = last || (seq + 1).is_multiple_of(self.signal_every);
             if !self.post_one(now, engine, mem, i, seq, signaled) {
                 let q = &mut self.qps[i];
                 q.broken = true;

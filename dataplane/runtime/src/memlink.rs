@@ -284,7 +284,7 @@ impl FrameIo for MemPort {
         }
         b.len = n;
         let k = self.tx.offered.fetch_add(1, Ordering::Relaxed) + 1;
-        if self.tx.drop_every > 0 && k % self.tx.drop_every == 0 {
+        if self.tx.drop_every > 0 && k.is_multiple_of(self.tx.drop_every) {
             self.tx.lost.fetch_add(1, Ordering::Relaxed);
             let _ = self.tx.pool.push(b);
         } else {

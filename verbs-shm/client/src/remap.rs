@@ -340,7 +340,7 @@ mod tests {
     /// buffer's offset are `buf`'s, then that writes either way are seen the other way.
     fn assert_shared(r: &Remapped, buf: *mut u8, n: usize, seed: u8) {
         assert_eq!(r.start.as_ptr() as usize + r.offset, buf as usize);
-        assert!(r.len % PAGE == 0 && r.offset + n <= r.len);
+        assert!(r.len.is_multiple_of(PAGE) && r.offset + n <= r.len);
         let other = iwarp_shm_mem::SharedMapping::from_fd(
             r.fd.as_fd().try_clone_to_owned().unwrap(),
             r.len,

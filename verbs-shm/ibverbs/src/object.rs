@@ -18,7 +18,7 @@ pub(crate) trait Wrapped: Sized {
 /// The object behind `p`, if it is one of ours of this kind.
 pub(crate) fn from_raw<'a, T: Wrapped>(p: *mut T::Raw) -> Option<&'a T> {
     // A misaligned pointer is not one of ours (and must not be dereferenced).
-    if p.is_null() || (p as usize) % std::mem::align_of::<T>() != 0 {
+    if p.is_null() || !(p as usize).is_multiple_of(std::mem::align_of::<T>()) {
         return None;
     }
     // SAFETY: objects of this library are `#[repr(C)]` with `Raw` first; the magic is

@@ -160,7 +160,7 @@ fn main() {
             ));
         }
         n += 1;
-        if n % 500 == 0 {
+        if n.is_multiple_of(500) {
             println!("ok {n}");
             let _ = std::io::stdout().flush();
         }

@@ -52,7 +52,7 @@ fn usage() -> ExitCode {
 }
 
 fn hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
+    if !s.len().is_multiple_of(2) {
         return None;
     }
     (0..s.len())
@@ -258,7 +258,7 @@ fn wait_cqe(e: &mut End, cm: &CmEventChannel, want: WcOpcode, t: Duration) -> Re
         }
         if n == 0 {
             spins += 1;
-            if spins % 1024 == 0 {
+            if spins.is_multiple_of(1024) {
                 if let Ok(ev) = cm.try_get_event() {
                     if matches!(ev.event, CmEvent::Disconnected) {
                         return Err("disconnected".into());
@@ -510,8 +510,12 @@ mod tests {
         assert!(parse(&args("-a 1.2.3.4")).is_none(), "needs -s or -c");
         assert!(parse(&args("-s -S 8")).is_none(), "below rping's minimum");
         assert!(
-            parse(&args("-s -S 65536")).is_none(),
-            "above rping's maximum"
+            parse(&args("-s -S 1048577")).is_none(),
+            "above iw-rping's maximum (1 MiB)"
+        );
+        assert!(
+            parse(&args("-s -S 65536")).is_some(),
+            "above rping's maximum, within iw-rping's (both ends iw-rping)"
         );
         assert!(parse(&args("-s --pd abc")).is_none(), "odd hex");
         assert!(parse(&args("-s -x")).is_none());
