@@ -207,14 +207,10 @@ impl ArpCache {
         match self.find(ip) {
             Some(slot) if self.entries[slot].state == State::Resolved => false,
             Some(slot) if self.entries[slot].state == State::Refreshing => {
-                let e = &mut self.entries[slot];
-                if e.mac != mac {
+                if self.entries[slot].mac != mac {
                     return false;
                 }
-                e.state = State::Resolved;
-                e.retries = 0;
-                e.deadline = now + self.timeout;
-                self.recompute_deadline();
+                self.learn(now, ip, mac, false);
                 true
             }
             None if !create => false,
