@@ -26,6 +26,8 @@
 # harness; default ../shared/siw-vm), SIWVM_NETNS (iwnic), SIWVM_BRIDGE (nicbr0),
 # SIWVM_NET (198.18.9), NICVM_CAPTURE=1 captures ARP and TCP SYN/FIN/RST frames on the
 # bridge per group (target/nic-vm/out/GROUP.pcap).
+# NICVM_TRACE=1 writes QEMU's virtio-net RSS trace events per guest (RUNDIR/G/qemu-trace.log);
+# NICVM_RX_QUEUE_SIZE sets virtio-net's receive descriptors per queue (default 1024, QEMU's 256).
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 . "$ROOT/scripts/nic-vm/lib.sh"

@@ -66,7 +66,16 @@ guest_boot() {
                 [ "${NICVM_RSS:-1}" = 1 ] && dev="$dev,rss=on"
             else
                 dev="virtio-net-pci,netdev=d0,mac=$mac,addr=0x5"
-            fi ;;
+            fi
+            # 1,024 receive descriptors per queue (QEMU's default is 256). QEMU 7.2's
+            # software RSS (its eBPF RSS does not load with Debian's libbpf 1.x) hands a
+            # frame read on tap queue i that hashes to queue j to queue j; when queue j has
+            # no free descriptor, the frame waits on queue i's list, and tap queue i stops
+            # being read until the guest kicks queue i, which it only does once queue i
+            # ran dry: a busy-polling guest never does, so everything the tap puts on
+            # queue i is lost for a while. A guest vCPU descheduled on a loaded host fills
+            # 256 descriptors in milliseconds (docs/NIC.md, "The 2-queue failure").
+            dev="$dev,rx_queue_size=${NICVM_RX_QUEUE_SIZE:-1024}" ;;
         e1000e) dev="e1000e,netdev=d0,mac=$mac,addr=0x5" ;;
         *) nlog "unknown NIC model $model"; return 1 ;;
     esac
@@ -88,6 +97,7 @@ guest_boot() {
         -fsdev "local,id=fsfresh,path=/,security_model=none,readonly=on,multidevs=remap" \
         -device "virtio-9p-pci,fsdev=fsfresh,mount_tag=hostfresh,addr=0x6" \
         -netdev "$netdev" -device "$dev,id=nic0" \
+        ${NICVM_TRACE:+-D "$gd/qemu-trace.log" -trace "virtio_net_rss*" -trace ebpf_error} \
         -daemonize -pidfile "$gd/qemu.pid" 2>"$gd/qemu.err" \
         || { cat "$gd/qemu.err" >&2; return 1; }
 }
