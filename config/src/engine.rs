@@ -110,6 +110,7 @@ impl Config {
             event_queue_len: l.event_queue_len as usize,
             llp_close_timeout_ms: self.tcp.close_timeout_ms,
             relisten_grace_ms: self.tcp.relisten_grace_ms,
+            no_connection_rsts_per_s: self.tcp.no_connection_rsts_per_s,
             initiator_nudge_ms: self.mpa.initiator_nudge_ms,
             isn_secret: seeds.isn_secret,
             stag_seed,

@@ -173,6 +173,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("tcp.invalid_ack_interval_ms", "Least time between ACKs answering unacceptable segments, ms (0: no limit)."),
     k("tcp.buffer_release_ms", "Idle loss-recovery buffers are released after this, ms."),
     k("tcp.close_timeout_ms", "A close iwarpd started may take this long before the connection is reset, ms."),
+    k("tcp.no_connection_rsts_per_s", "RSTs per second at most, per dataplane core, answering segments for no connection (the rest are dropped and counted: tcp_rsts_rate_limited)."),
     k("tcp.relisten_grace_ms", "After a listener is removed, SYNs for its port are dropped, not refused, this long (0: refused at once), ms."),
     e("tcp.isn_secret", "RFC 6528 ISN secret, 32 hex digits. Unset: random at start.", "\"000102030405060708090a0b0c0d0e0f\""),
     e("capture.path", "pcap file of what the ports send and receive. Empty: no capture.", "\"/tmp/iwarpd.pcap\""),

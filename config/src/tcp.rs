@@ -81,6 +81,9 @@ pub struct TcpSection {
     /// After a listener is removed, SYNs for its port are dropped (the peer retransmits)
     /// instead of refused for this long, milliseconds (0: refused at once).
     pub relisten_grace_ms: u64,
+    /// Most RSTs per second a dataplane core sends in answer to segments for no
+    /// connection (closed ports, dead connections); the rest are dropped and counted.
+    pub no_connection_rsts_per_s: u32,
     /// Secret of the RFC 6528 ISN generator, 32 hex digits; absent: random at start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub isn_secret: Option<Hex128>,
@@ -132,6 +135,7 @@ impl Default for TcpSection {
             buffer_release_ms: t.buffer_release_ms,
             close_timeout_ms: 60_000,
             relisten_grace_ms: iwarp_engine::config::DEFAULT_RELISTEN_GRACE_MS,
+            no_connection_rsts_per_s: iwarp_engine::config::DEFAULT_NO_CONNECTION_RSTS_PER_S,
             isn_secret: None,
         }
     }
@@ -284,6 +288,11 @@ impl TcpSection {
             (1..=3_600_000).contains(&self.close_timeout_ms),
             "tcp.close_timeout_ms",
             "must be in 1..=3600000",
+        )?;
+        ensure(
+            (1..=10_000_000).contains(&self.no_connection_rsts_per_s),
+            "tcp.no_connection_rsts_per_s",
+            "must be in 1..=10000000",
         )?;
         ensure(
             self.relisten_grace_ms <= 10_000,

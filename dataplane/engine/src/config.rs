@@ -55,6 +55,10 @@ const MPA_EVENTS_PER_CONN: usize = 8;
 /// (1 s, RFC 6298), above the time an application takes to listen again.
 pub const DEFAULT_RELISTEN_GRACE_MS: u64 = 500;
 
+/// Default [`EngineConfig::no_connection_rsts_per_s`]: as Linux's budget of challenge ACKs
+/// (`tcp_challenge_ack_limit`); FreeBSD's `badport_bandlim` allows 200.
+pub const DEFAULT_NO_CONNECTION_RSTS_PER_S: u32 = 1_000;
+
 /// Everything an [`crate::Engine`] needs; seeds included, so a run is reproducible.
 ///
 /// Memory per connection. An idle established connection holds only its `Conn` slot and
@@ -117,6 +121,11 @@ pub struct EngineConfig {
     /// for this long from the first such SYN, so that a peer gets in on the SYN's
     /// retransmission when the application re-creates the listener (0: refused at once).
     pub relisten_grace_ms: u64,
+    /// Most RSTs per second that answer segments for no connection (closed ports, dead
+    /// connections); the segments beyond are dropped without an answer and counted
+    /// (`Counters::tcp_rsts_rate_limited`), so that a flood of them cannot make the core
+    /// flood the wire back (FreeBSD's `badport_bandlim`). At least 1.
+    pub no_connection_rsts_per_s: u32,
     /// Lowest local port for active opens.
     pub ephemeral_port_min: u16,
     /// Highest local port for active opens.
@@ -189,6 +198,7 @@ impl Default for EngineConfig {
             max_listeners: 8,
             backlog_max: 16,
             relisten_grace_ms: DEFAULT_RELISTEN_GRACE_MS,
+            no_connection_rsts_per_s: DEFAULT_NO_CONNECTION_RSTS_PER_S,
             ephemeral_port_min: 49152,
             ephemeral_port_max: 65535,
             arp_cache_entries: 32,
@@ -285,6 +295,11 @@ impl EngineConfig {
             "must be positive",
         )?;
         check(self.backlog_max > 0, "backlog_max", "must be positive")?;
+        check(
+            self.no_connection_rsts_per_s > 0,
+            "no_connection_rsts_per_s",
+            "must be positive",
+        )?;
         check(
             self.ephemeral_port_min > 0 && self.ephemeral_port_min <= self.ephemeral_port_max,
             "ephemeral_port_min",

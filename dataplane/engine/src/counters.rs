@@ -95,6 +95,10 @@ pub struct Counters {
     /// RSTs sent: answers to stray segments, aborts and resets of connections (counted
     /// from the flags of every TCP frame `poll_transmit` writes).
     pub tcp_rsts_sent: u64,
+    /// Segments for no connection left unanswered: the RST budget of the second
+    /// (`EngineConfig::no_connection_rsts_per_s`) was spent. Also counted under
+    /// [`DropReason::TcpNoConnection`].
+    pub tcp_rsts_rate_limited: u64,
     /// RSTs received on a connection.
     pub tcp_rsts_received: u64,
     /// TCP data segments retransmitted (any cause), counted as they leave.

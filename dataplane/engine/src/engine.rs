@@ -17,6 +17,7 @@ use crate::counters::{Counters, DropReason};
 use crate::event::Event;
 use crate::glue::{QpSink, TcpRx};
 use crate::iface::{Iface, Ingress, TcpIn};
+use crate::rst_limit::RstLimit;
 use crate::sched::{ReadyList, TimerHeap};
 
 /// IPv4 + TCP fixed headers: path MTU less this is the path MSS (RFC 1191).
@@ -74,6 +75,8 @@ pub(crate) struct Core {
     pub(crate) mpa_pool: MpaPool<TxUlpdu>,
     /// Connections that found no FPDU ring in the pool; woken as rings come back.
     pub(crate) pool_wait: ReadyList,
+    /// The budget of RSTs answering segments for no connection.
+    pub(crate) rst_limit: RstLimit,
 }
 
 /// The sans-IO iWARP engine of one core.
@@ -207,6 +210,7 @@ impl Engine {
                 },
             ),
             pool_wait: ReadyList::new(cfg.max_conns),
+            rst_limit: RstLimit::new(cfg.no_connection_rsts_per_s),
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -432,6 +436,10 @@ impl Engine {
                 .refuse_syn(seg.tuple.local_port, now, grace)
         {
             // Its listener was removed a moment ago: the peer retransmits the SYN.
+            return;
+        }
+        if !self.core.rst_limit.allow(now) {
+            self.core.counters.tcp_rsts_rate_limited += 1;
             return;
         }
         self.send_rst(&seg, t.src_mac);

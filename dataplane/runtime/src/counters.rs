@@ -138,6 +138,8 @@ counter_set! {
         tcp_checksum_errors,
         /// RSTs sent.
         tcp_rsts_sent,
+        /// Segments for no connection left unanswered (RST budget spent).
+        tcp_rsts_rate_limited,
         /// RSTs received.
         tcp_rsts_received,
         /// Connections lost to retransmission or keepalive timeouts.
@@ -237,6 +239,7 @@ impl PortCounters {
         c.tcp_invalid_acks_suppressed = e.tcp_invalid_acks_suppressed;
         c.tcp_checksum_errors = e.tcp_checksum_errors;
         c.tcp_rsts_sent = e.tcp_rsts_sent;
+        c.tcp_rsts_rate_limited = e.tcp_rsts_rate_limited;
         c.tcp_rsts_received = e.tcp_rsts_received;
         c.tcp_timeouts = e.tcp_timeouts;
         c.mpa_crc_errors = e.mpa_crc_errors;

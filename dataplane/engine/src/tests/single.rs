@@ -100,6 +100,49 @@ fn syn_to_closed_port_gets_rst_ack() {
 }
 
 #[test]
+fn segments_for_no_connection_get_rsts_within_the_budget_of_each_second() {
+    let mut cfg = config(1);
+    cfg.no_connection_rsts_per_s = 3;
+    let mut e = Engine::new(cfg);
+    let mut mem = VecMemory::new();
+    let syn = |port| {
+        tcp_frame(
+            TcpFlags {
+                syn: true,
+                ..Default::default()
+            },
+            port,
+            1000,
+        )
+    };
+    let mut rsts = 0;
+    for port in 0..10 {
+        e.handle_frame(Instant::ZERO, &syn(100 + port), &mut mem);
+        rsts += out(&mut e, &mem).len();
+    }
+    assert_eq!(rsts, 3, "the budget of the first second");
+    let c = e.counters();
+    assert_eq!(c.tcp_rsts_sent, 3);
+    assert_eq!(c.tcp_rsts_rate_limited, 7);
+    assert_eq!(
+        c.drops_of(DropReason::TcpNoConnection),
+        10,
+        "every one dropped"
+    );
+    // 999 ms later: the same second.
+    let t = Instant::ZERO + iwarp_types::Duration::from_millis(999);
+    e.handle_frame(t, &syn(80), &mut mem);
+    assert!(out(&mut e, &mem).is_empty());
+    // A second after the first RST, a peer's retransmitted SYN is refused.
+    let t = Instant::ZERO + iwarp_types::Duration::from_secs(1);
+    e.handle_frame(t, &syn(80), &mut mem);
+    let frames = out(&mut e, &mem);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0][14 + 20 + 13] & 0x04, 0x04, "a RST");
+    assert_eq!(e.counters().tcp_rsts_rate_limited, 8);
+}
+
+#[test]
 fn syn_to_listener_gets_syn_ack_and_full_backlog_drops() {
     let mut cfg = config(1);
     cfg.backlog_max = 1;
