@@ -317,12 +317,14 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         Some(p) => Some(StatsServer::bind(&PathBuf::from(p)).map_err(fail)?),
         None => None,
     };
+    let loadgen_metrics = Arc::new(crate::metrics_loadgen::LoadgenMetrics::default());
     let metrics_server = match metrics_listener {
         Some(listener) => {
             let sources = crate::metrics::Sources {
                 cores: cores.iter().map(|c| Arc::clone(&c.stats)).collect(),
                 port_ids: ports.iter().map(|p| p.port.port_id()).collect(),
                 links: Arc::clone(&links),
+                loadgen: Arc::clone(&loadgen_metrics),
             };
             let m = listener.start(sources).map_err(fail)?;
             info!("metrics at http://{}/metrics", m.local_addr());
@@ -345,6 +347,7 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
             per_core,
             a.json.clone(),
             (a.interval > 0).then(|| StdDuration::from_secs(u64::from(a.interval))),
+            Arc::clone(&loadgen_metrics),
         )),
         _ => None,
     };

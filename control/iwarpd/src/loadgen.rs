@@ -17,6 +17,7 @@ use iwarp_types::Duration;
 use crate::apps::{AppResult, Deferred, Kind, Progress, Shared};
 use crate::daemon::Failure;
 use crate::loadgen_interval::{Interval, IntervalClock};
+use crate::metrics_loadgen::{LoadgenMetrics, LoadgenSample};
 use crate::ports::OpenPort;
 use tracing::info;
 
@@ -86,16 +87,20 @@ pub struct ClientRun {
     rss_start: u64,
     /// The interval lines (none when `--interval 0`).
     clock: Option<IntervalClock>,
+    /// Where the figures so far go for the metrics endpoint, and when they last went.
+    metrics: Arc<LoadgenMetrics>,
+    metrics_at: Option<StdInstant>,
 }
 
 impl ClientRun {
     /// A run of `spec`, split as `per_core`, writing JSON to `json` if given, printing a
-    /// line every `interval` (None: no lines).
+    /// line every `interval` (None: no lines), publishing its figures to `metrics`.
     pub fn new(
         spec: ClientSpec,
         per_core: Vec<ClientSpec>,
         json: Option<PathBuf>,
         interval: Option<StdDuration>,
+        metrics: Arc<LoadgenMetrics>,
     ) -> ClientRun {
         let warmup_s = spec.warmup.as_millis() as f64 / 1000.0;
         ClientRun {
@@ -107,6 +112,8 @@ impl ClientRun {
             report: None,
             rss_peak: 0,
             rss_start: 0,
+            metrics,
+            metrics_at: None,
         }
     }
 
@@ -193,6 +200,13 @@ impl ClientRun {
                         }
                     }
                 }
+                if self
+                    .metrics_at
+                    .is_none_or(|t| t.elapsed() >= crate::metrics_loadgen::PUBLISH_INTERVAL)
+                {
+                    self.metrics_at = Some(StdInstant::now());
+                    self.metrics.publish(progress_sample(shared));
+                }
                 let mut merged: Option<Report> = None;
                 for s in shared {
                     let r = s.lock().map_err(|_| Failure {
@@ -253,4 +267,18 @@ impl ClientRun {
         }
         Ok(())
     }
+}
+
+/// The cores' progress so far, merged (cores that published none yet are left out).
+fn progress_sample(shared: &[Shared]) -> LoadgenSample {
+    let mut sample = LoadgenSample::default();
+    for s in shared {
+        let Ok(r) = s.lock() else { continue };
+        if let Some(p) = &r.progress {
+            sample.messages += p.report.messages;
+            sample.bytes += p.report.bytes;
+            sample.latency.merge(&p.report.latency);
+        }
+    }
+    sample
 }

@@ -11,6 +11,7 @@ mod loadgen_interval;
 mod lock;
 mod log;
 mod metrics;
+mod metrics_loadgen;
 mod notify;
 mod ports;
 mod stats;

@@ -24,6 +24,7 @@ use iwarp_runtime::counters::{CorePlain, PortPlain, DROP_REASON_NAMES};
 use iwarp_runtime::CoreStats;
 
 use crate::link::Links;
+use crate::metrics_loadgen::LoadgenMetrics;
 
 /// Longest request head (request line and headers) read; longer gets 431.
 pub const REQUEST_HEAD_MAX: usize = 8192;
@@ -90,6 +91,8 @@ pub struct Sources {
     pub port_ids: Vec<u16>,
     /// Link states, by configuration index.
     pub links: Arc<Links>,
+    /// The load generator's latest figures (`iwarpd loadgen`; empty otherwise).
+    pub loadgen: Arc<LoadgenMetrics>,
 }
 
 /// The endpoint's socket, bound before DPDK starts (an address in use fails the start-up
@@ -450,6 +453,7 @@ pub fn render(sources: &Sources, format: Format) -> String {
             f.sample(&[("port", port)], field(v));
         }
     }
+    sources.loadgen.render(&mut out, format);
     if format == Format::OpenMetrics {
         out.push_str("# EOF\n");
     }
@@ -493,6 +497,7 @@ mod tests {
             cores: vec![Arc::new(s0), Arc::new(s1)],
             port_ids: vec![3, 5],
             links: Arc::new(links),
+            loadgen: Arc::default(),
         }
     }
 

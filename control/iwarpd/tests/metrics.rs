@@ -346,3 +346,148 @@ fn dpdk_telemetry_serves_the_counters() {
     );
     assert_eq!(lines[3], "{\"/iwarp/core\": null}", "core 9 does not exist");
 }
+
+/// `iwarpd loadgen` with the metrics endpoint and `--interval 1`, against a memif server
+/// daemon: while it runs, a scrape shows its messages, bytes and latency histogram
+/// (cumulative buckets, `+Inf` = count, accepted by Prometheus's parsers); its standard
+/// output has one line per second before the final report (issue 16 items 1 and 5).
+#[test]
+fn a_load_generator_run_shows_its_progress_and_latency_histogram() {
+    if !is_root() {
+        assert!(
+            !ci(),
+            "the load generator metrics test needs root (DPDK) under CI=true"
+        );
+        eprintln!("not root: the load generator metrics test skipped");
+        return;
+    }
+    let id = std::process::id();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let sock = format!("/run/iwarpd/t-{id}-lgm.memif");
+    let server = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--config", "config/examples/memif-server.toml"])
+        .args(["--name", &format!("t-lgm-a-{id}"), "--log-level", "warn"])
+        .args(["--core", "1", "--device"])
+        .arg(format!("net_memif0,role=server,socket={sock}"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the server daemon");
+    let mut server = Daemon(server);
+    // The client's memif connects once: the server must be up first (its stats socket
+    // answers once its ports are started; DPDK's memif socket is abstract: no file).
+    let server_name = format!("t-lgm-a-{id}");
+    let end = Instant::now() + Duration::from_secs(120);
+    loop {
+        let up = Command::new(BIN)
+            .current_dir(&root)
+            .args(["--name", &server_name, "stats"])
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if up {
+            break;
+        }
+        if let Ok(Some(s)) = server.0.try_wait() {
+            panic!("the server daemon exited early ({s})");
+        }
+        assert!(Instant::now() < end, "the server daemon did not come up");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let listen = format!("daemon.metrics_listen=\"{addr}\"");
+    let client = Command::new(BIN)
+        .current_dir(&root)
+        .args(["--config", "config/examples/memif-client.toml"])
+        .args(["--name", &format!("t-lgm-b-{id}"), "--log-level", "warn"])
+        .args(["--core", "0", "--set", &listen, "--device"])
+        .arg(format!("net_memif0,role=client,socket={sock}"))
+        .args(["loadgen", "--peer", "198.18.0.1:7000", "--op", "write"])
+        .args(["--size", "4K", "--qps", "2", "--depth", "4", "--verify"])
+        .args(["--seconds", "4", "--warmup-seconds", "0", "--interval", "1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn the load generator");
+    let mut c = Daemon(client);
+    // A scrape while it runs, once messages were counted.
+    let count = "iwarpd_loadgen_latency_seconds_count";
+    let end = Instant::now() + Duration::from_secs(180);
+    let body = loop {
+        if let Ok(Some(s)) = c.0.try_wait() {
+            let mut err = String::new();
+            let _ = c.0.stderr.take().map(|mut e| e.read_to_string(&mut err));
+            panic!("the load generator ended ({s}) before a scrape showed its figures: {err}");
+        }
+        if let Ok((_, _, b)) = get(addr, "/metrics") {
+            if value(&b, count).unwrap_or(0) > 0 {
+                break b;
+            }
+        }
+        assert!(
+            Instant::now() < end,
+            "no load generator figures on the endpoint"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let n = value(&body, count).unwrap();
+    assert!(
+        body.contains("# TYPE iwarpd_loadgen_latency_seconds histogram\n"),
+        "{body}"
+    );
+    assert!(value(&body, "iwarpd_loadgen_messages_total").unwrap_or(0) >= n);
+    assert!(value(&body, "iwarpd_loadgen_bytes_total").unwrap_or(0) >= 4096 * n);
+    let buckets: Vec<u64> = body
+        .lines()
+        .filter(|l| l.starts_with("iwarpd_loadgen_latency_seconds_bucket{"))
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(buckets.len(), 20, "19 bounds and +Inf: {body}");
+    assert!(
+        buckets.windows(2).all(|w| w[0] <= w[1]),
+        "cumulative: {buckets:?}"
+    );
+    assert_eq!(*buckets.last().unwrap(), n, "+Inf holds every completion");
+    assert!(
+        buckets[buckets.len() - 2] > 0,
+        "some completion within a second"
+    );
+    if let Some(out) = checker(
+        "/usr/bin/python3",
+        &["-c", OPENMETRICS_PARSE],
+        &body,
+        "python3-prometheus-client",
+    ) {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("iwarpd_loadgen_latency_seconds histogram")),
+            "{out}"
+        );
+    }
+    let (_, _, text) = http(
+        addr,
+        &format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n"),
+    )
+    .expect("text scrape");
+    checker("promtool", &["check", "metrics"], &text, "prometheus");
+    // The run ends by itself: one interval line per second, then the verified report.
+    let end = Instant::now() + Duration::from_secs(120);
+    let st = loop {
+        if let Ok(Some(s)) = c.0.try_wait() {
+            break s;
+        }
+        assert!(Instant::now() < end, "the load generator did not end");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let mut out = String::new();
+    let _ = c.0.stdout.take().map(|mut o| o.read_to_string(&mut out));
+    let mut err = String::new();
+    let _ = c.0.stderr.take().map(|mut e| e.read_to_string(&mut err));
+    assert!(st.success(), "load generator: {st}: {out}{err}");
+    let lines: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with('[') && l.contains(" Gbit/s ") && l.contains(" p99 "))
+        .collect();
+    assert!(lines.len() >= 3, "interval lines of a 4 s run: {out}");
+    assert!(out.contains("verify mismatches 0"), "{out}");
+}

@@ -99,6 +99,20 @@ impl Histogram {
         self.max
     }
 
+    /// Sum of the values recorded.
+    pub fn sum(&self) -> u128 {
+        self.sum
+    }
+
+    /// Values recorded that are certainly at most `v`: the counts of the buckets whose
+    /// highest value is at most `v` (a bucket spans 1/64 of its power of two, so values
+    /// within that of `v` may be left out). Cumulative, as a Prometheus `le` bucket.
+    pub fn count_at_most(&self, v: u64) -> u64 {
+        let b = bucket_of(v);
+        let through = if bucket_range(b).1 <= v { b + 1 } else { b };
+        self.counts[..through].iter().sum()
+    }
+
     /// Arithmetic mean (0 when empty).
     pub fn mean(&self) -> f64 {
         if self.count == 0 {
@@ -255,6 +269,35 @@ mod tests {
         assert_eq!(s.quantile(0.8), 4);
         assert_eq!(s.quantile(0.81), 100);
         assert_eq!(Histogram::new().quantile(0.5), 0);
+    }
+
+    #[test]
+    fn count_at_most_is_cumulative_and_never_counts_a_larger_value() {
+        let mut h = Histogram::new();
+        for v in [5u64, 127, 128, 1_000, 1_016, 1_024, 50_000, u64::MAX] {
+            h.record(v);
+        }
+        assert_eq!(h.count_at_most(0), 0);
+        assert_eq!(h.count_at_most(5), 1, "exact below 128");
+        assert_eq!(h.count_at_most(128), 2, "128 is in the bucket 128..=129");
+        assert_eq!(h.count_at_most(129), 3);
+        // 1,000 is in the bucket 1000..=1007: counted from 1,007 on.
+        assert_eq!(h.count_at_most(1_000), 3);
+        assert_eq!(h.count_at_most(1_007), 4);
+        assert_eq!(h.count_at_most(1_023), 5);
+        assert_eq!(h.count_at_most(1_024), 5, "1,024 opens a bucket of 16");
+        assert_eq!(h.count_at_most(1_039), 6);
+        assert_eq!(h.count_at_most(u64::MAX), 8);
+        let mut last = 0;
+        for v in (0..100_000u64).step_by(97) {
+            let n = h.count_at_most(v);
+            assert!(n >= last);
+            last = n;
+        }
+        assert_eq!(
+            h.sum(),
+            5 + 127 + 128 + 1_000 + 1_016 + 1_024 + 50_000 + u128::from(u64::MAX)
+        );
     }
 
     #[test]
