@@ -15,7 +15,7 @@
 #   virtio-1q.ports              iwarpctl ports shows PCI address, driver, queues, offloads
 #   virtio-2q-rss.{write,send}   virtio-net-pci mq=on,rss=on, 2 queue pairs, 2 dataplane
 #                                cores each: connections on both cores, 0 frames forwarded
-#                                between cores in software
+#                                between cores in software, TCP checksums by the NIC (counted)
 #   e1000e.{write,read,send}     A on e1000e (DPDK net_e1000_em), B on virtio-net-pci
 #   e1000e.unplug                QMP device_del of A's NIC during traffic: A reports an
 #                                error and stops cleanly (no crash)
@@ -252,10 +252,15 @@ if group_wanted virtio-2q-rss; then
             rss=$(grep -oE 'rss [a-z]+' "$OUT/virtio-2q-rss.server.log" | head -1)
             # the first value is the total, then one per core
             read -r _ c0 c1 _ <<< "$est"
-            if [ "${c0:-0}" -gt 0 ] && [ "${c1:-0}" -gt 0 ] && [ "$fwd" = 0 ]; then
-                pass virtio-2q-rss.spread "connections per core $c0 / $c1, 0 frames forwarded between cores; $(grep -oE 'checksum offload tx [a-z]+ rx [a-z]+' "$OUT/virtio-2q-rss.server.log" | head -1)"
+            # Checksum offload: virtio-net does TCP checksums (the queue sums IPv4 headers).
+            first() { grep -oE "\"$1\":[0-9]+" "$OUT/virtio-2q-rss.stats.json" | head -1 | cut -d: -f2; }
+            txo=$(first tx_checksum_offloaded) rxo=$(first rx_checksum_offloaded) bad=$(first rx_checksum_bad)
+            csum=$(grep -oE 'checksum offload tx [a-z]+ rx [a-z]+( \([^)]*\))?' "$OUT/virtio-2q-rss.server.log" | head -1)
+            if [ "${c0:-0}" -gt 0 ] && [ "${c1:-0}" -gt 0 ] && [ "$fwd" = 0 ] \
+               && [ "${txo:-0}" -gt 0 ] && [ "${rxo:-0}" -gt 0 ]; then
+                pass virtio-2q-rss.spread "connections per core $c0 / $c1, 0 frames forwarded between cores; $csum; frames checksummed by the NIC tx $txo rx $rxo, bad ${bad:-?}"
             else
-                fail virtio-2q-rss.spread "conns_established (total, per core): $est; forwarded_out total $fwd; $rss"
+                fail virtio-2q-rss.spread "conns_established (total, per core): $est; forwarded_out total $fwd; $rss; $csum; tx_checksum_offloaded ${txo:-?} rx_checksum_offloaded ${rxo:-?}"
             fi
         fi
         stop_server

@@ -213,7 +213,7 @@ impl PortSection {
             ChecksumMode::Offload => Err(ConfigError::new(
                 format!("port[{index}].checksum"),
                 format!(
-                    "`offload`, but {} does not offer IPv4/TCP checksum offload in both directions (use `auto` or `software`)",
+                    "`offload`, but {} does not offer TCP checksum offload in both directions (use `auto` or `software`)",
                     self.device.dpdk_name()
                 ),
             )),

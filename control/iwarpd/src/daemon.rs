@@ -145,13 +145,14 @@ pub fn run(cfg: Config, loadgen: Option<LoadgenArgs>) -> Result<(), Failure> {
         let p = open_port(&eal, &cfg, i, n).map_err(fail)?;
         let info = p.port.info();
         info!(
-            "port {i}: {} driver {} mac {} frames up to {} B, checksum offload tx {} rx {}, {} queue pair(s) of rx {} tx {}{}",
+            "port {i}: {} driver {} mac {} frames up to {} B, checksum offload tx {} rx {}{}, {} queue pair(s) of rx {} tx {}{}",
             cfg.ports[i].device.dpdk_name(),
             info.driver,
             iwarp_config::MacAddr(p.port.mac()),
             p.setup.frame_len_max,
             p.setup.tx_checksum_offload,
             p.setup.rx_checksum_offload,
+            ipv4_checksum_note(&p.setup),
             p.setup.queues,
             info.max_rx_queues,
             info.max_tx_queues,
@@ -814,4 +815,22 @@ fn stats_json(
     let mut s = serde_json::to_string(&stats).unwrap_or_default();
     s.push('\n');
     s
+}
+
+/// Who does the IPv4 header checksum when the NIC does the TCP checksums (virtio-net
+/// offers TCP checksums only: the port queue sums the 20-byte header itself).
+fn ipv4_checksum_note(s: &iwarp_dpdk::PortSetup) -> String {
+    if !s.tx_checksum_offload && !s.rx_checksum_offload {
+        return String::new();
+    }
+    let who = |offload: bool, by_nic: bool| match (offload, by_nic) {
+        (false, _) => "-",
+        (true, true) => "NIC",
+        (true, false) => "software",
+    };
+    format!(
+        " (IPv4 header: tx {}, rx {})",
+        who(s.tx_checksum_offload, s.tx_ipv4_checksum_offload),
+        who(s.rx_checksum_offload, s.rx_ipv4_checksum_offload)
+    )
 }

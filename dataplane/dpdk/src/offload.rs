@@ -79,20 +79,28 @@ fn pseudo_header_sum(frame: &[u8], ip: usize, l4_len: usize) -> u16 {
     fold(sum)
 }
 
-/// Prepares an outgoing frame for IPv4/TCP checksum offload: zeroes the IPv4 checksum,
-/// writes the pseudo-header sum into the TCP checksum field and returns the mbuf offload
-/// request. Frames that are not IPv4 get None (sent as they are); IPv4 that is not TCP
-/// (or is a fragment) gets only the IPv4 header checksum offloaded.
-pub fn prepare_tx(frame: &mut [u8]) -> Option<TxOffload> {
+/// Prepares an outgoing frame for TCP checksum offload: writes the pseudo-header sum
+/// into the TCP checksum field and returns the mbuf offload request. The IPv4 header
+/// checksum is left to the device (`ipv4_by_device`: zeroed, `RTE_MBUF_F_TX_IP_CKSUM`)
+/// or computed here (20 bytes: devices like virtio-net offer TCP checksums only). Frames
+/// that are not IPv4 get None (sent as they are); IPv4 that is not TCP (or is a
+/// fragment) gets only its header checksum.
+pub fn prepare_tx(frame: &mut [u8], ipv4_by_device: bool) -> Option<TxOffload> {
     let (ip, ihl, total, proto, is_fragment) = ipv4_header(frame)?;
     frame[ip + 10] = 0;
     frame[ip + 11] = 0;
     let mut off = TxOffload {
-        ol_flags: sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM,
+        ol_flags: sys::RTE_MBUF_F_TX_IPV4,
         l2_len: ip as u16,
         l3_len: ihl as u16,
         l4_len: 0,
     };
+    if ipv4_by_device {
+        off.ol_flags |= sys::RTE_MBUF_F_TX_IP_CKSUM;
+    } else {
+        let c = !fold(sum16(0, &frame[ip..ip + ihl]));
+        frame[ip + 10..ip + 12].copy_from_slice(&c.to_be_bytes());
+    }
     let tcp = ip + ihl;
     let l4_len = total - ihl;
     if proto == IPPROTO_TCP && !is_fragment && l4_len >= 20 {
@@ -105,6 +113,18 @@ pub fn prepare_tx(frame: &mut [u8]) -> Option<TxOffload> {
         }
     }
     Some(off)
+}
+
+/// Checks in software the IPv4 header checksum only (the device verified the TCP
+/// checksum). Frames that are not IPv4 pass; malformed IPv4 fails.
+pub fn ipv4_header_ok(frame: &[u8]) -> bool {
+    if ipv4_offset(frame).is_none() {
+        return true;
+    }
+    let Some((ip, ihl, ..)) = ipv4_header(frame) else {
+        return false;
+    };
+    fold(sum16(0, &frame[ip..ip + ihl])) == 0xffff
 }
 
 /// Checks in software the IPv4 header checksum and, for unfragmented TCP, the TCP
@@ -203,7 +223,7 @@ mod tests {
         for (vlan, opts) in [(false, false), (true, false), (false, true)] {
             let good = frame(vlan, opts, b"odd length payload!");
             let mut f = good.clone();
-            let off = prepare_tx(&mut f).expect("IPv4");
+            let off = prepare_tx(&mut f, true).expect("IPv4");
             let l2 = if vlan { 18 } else { 14 };
             assert_eq!(off.l2_len, l2);
             assert_eq!(off.l3_len, 20);
@@ -235,7 +255,7 @@ mod tests {
     fn non_tcp_and_non_ipv4_frames_get_the_right_request() {
         let mut f = frame(false, false, b"x");
         f[14 + 9] = 1; // ICMP
-        let off = prepare_tx(&mut f).expect("IPv4");
+        let off = prepare_tx(&mut f, true).expect("IPv4");
         assert_eq!(
             off.ol_flags,
             sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_IP_CKSUM
@@ -244,13 +264,51 @@ mod tests {
         let mut arp = vec![0u8; 42];
         arp[12] = 0x08;
         arp[13] = 0x06;
-        assert_eq!(prepare_tx(&mut arp), None);
+        assert_eq!(prepare_tx(&mut arp, true), None);
         let mut short = frame(false, false, b"x");
         short.truncate(30);
-        assert_eq!(prepare_tx(&mut short), None, "truncated IPv4 is left alone");
+        assert_eq!(
+            prepare_tx(&mut short, true),
+            None,
+            "truncated IPv4 is left alone"
+        );
         let mut frag = frame(false, false, b"abc");
         frag[14 + 6] = 0x20; // more fragments
-        let off = prepare_tx(&mut frag).expect("IPv4");
+        let off = prepare_tx(&mut frag, true).expect("IPv4");
         assert_eq!(off.ol_flags & sys::RTE_MBUF_F_TX_TCP_CKSUM, 0);
+    }
+
+    #[test]
+    fn a_device_without_ipv4_checksums_gets_the_header_summed_here() {
+        let good = frame(true, true, b"virtio");
+        let mut f = good.clone();
+        let off = prepare_tx(&mut f, false).expect("IPv4");
+        assert_eq!(
+            off.ol_flags,
+            sys::RTE_MBUF_F_TX_IPV4 | sys::RTE_MBUF_F_TX_TCP_CKSUM,
+            "no IP_CKSUM request"
+        );
+        let ip = 18;
+        assert_eq!(
+            &f[ip..ip + 20],
+            &good[ip..ip + 20],
+            "the true header checksum"
+        );
+        assert!(ipv4_header_ok(&f));
+        let tcp = ip + 20;
+        let hw = !fold(sum16(0, &f[tcp..]));
+        assert_eq!(hw.to_be_bytes(), [good[tcp + 16], good[tcp + 17]]);
+        // What the receiving queue checks when the device verified only TCP.
+        let mut bad = good.clone();
+        bad[ip + 8] ^= 1;
+        assert!(!ipv4_header_ok(&bad));
+        let mut bad_tcp = good.clone();
+        let last = bad_tcp.len() - 1;
+        bad_tcp[last] ^= 1;
+        assert!(ipv4_header_ok(&bad_tcp), "TCP is the device's to check");
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert!(ipv4_header_ok(&arp));
     }
 }

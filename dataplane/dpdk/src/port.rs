@@ -17,7 +17,7 @@ use crate::mempool::Mempool;
 use crate::queue::PortQueue;
 
 pub use crate::portinfo::{DeviceInfo, LinkStatus, PortConfig, PortSetup, PortStats};
-use crate::portinfo::{RX_CKSUM, TX_CKSUM};
+use crate::portinfo::{RX_IPV4_CKSUM, RX_TCP_CKSUM, TX_IPV4_CKSUM, TX_TCP_CKSUM};
 
 pub(crate) struct PortInner {
     pub(crate) port_id: u16,
@@ -269,11 +269,13 @@ impl Port {
 
         let mut conf = sys::rte_eth_conf::default();
         conf.rxmode.mtu = u32::from(ethdev_mtu);
+        let tx_ipv4 = tx_cksum && info.tx_ipv4_checksum();
+        let rx_ipv4 = rx_cksum && info.rx_ipv4_checksum();
         if tx_cksum {
-            conf.txmode.offloads = TX_CKSUM;
+            conf.txmode.offloads = TX_TCP_CKSUM | if tx_ipv4 { TX_IPV4_CKSUM } else { 0 };
         }
         if rx_cksum {
-            conf.rxmode.offloads = RX_CKSUM;
+            conf.rxmode.offloads = RX_TCP_CKSUM | if rx_ipv4 { RX_IPV4_CKSUM } else { 0 };
         }
         let key_len = if info.hash_key_size == 0 {
             40
@@ -367,6 +369,8 @@ impl Port {
             ethdev_mtu,
             tx_checksum_offload: tx_cksum,
             rx_checksum_offload: rx_cksum,
+            tx_ipv4_checksum_offload: tx_ipv4,
+            rx_ipv4_checksum_offload: rx_ipv4,
             rss,
             queues,
         };

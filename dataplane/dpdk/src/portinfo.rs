@@ -40,10 +40,10 @@ pub struct DeviceInfo {
     pub socket: i32,
 }
 
-pub(crate) const RX_CKSUM: u64 =
-    (sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM | sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM) as u64;
-pub(crate) const TX_CKSUM: u64 =
-    (sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM | sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM) as u64;
+pub(crate) const RX_TCP_CKSUM: u64 = sys::RTE_ETH_RX_OFFLOAD_TCP_CKSUM as u64;
+pub(crate) const RX_IPV4_CKSUM: u64 = sys::RTE_ETH_RX_OFFLOAD_IPV4_CKSUM as u64;
+pub(crate) const TX_TCP_CKSUM: u64 = sys::RTE_ETH_TX_OFFLOAD_TCP_CKSUM as u64;
+pub(crate) const TX_IPV4_CKSUM: u64 = sys::RTE_ETH_TX_OFFLOAD_IPV4_CKSUM as u64;
 
 /// `RTE_ETH_RX_OFFLOAD_*` bits and their names (as DPDK's `rte_eth_dev_rx_offload_name`,
 /// lower case).
@@ -149,13 +149,24 @@ pub fn rss_text(rss_offloads: u64, reta_size: u16) -> String {
 }
 
 impl DeviceInfo {
-    /// The device computes IPv4 and TCP checksums on transmit.
+    /// The device computes TCP checksums on transmit (the per-byte work; a device
+    /// without IPv4 header checksums, as virtio-net, gets the 20-byte header summed by
+    /// the queue in software).
     pub fn tx_checksum(&self) -> bool {
-        self.tx_offload_capa & TX_CKSUM == TX_CKSUM
+        self.tx_offload_capa & TX_TCP_CKSUM != 0
     }
-    /// The device verifies IPv4 and TCP checksums on receive.
+    /// The device also computes IPv4 header checksums on transmit.
+    pub fn tx_ipv4_checksum(&self) -> bool {
+        self.tx_offload_capa & TX_IPV4_CKSUM != 0
+    }
+    /// The device verifies TCP checksums on receive (IPv4 headers it does not verify are
+    /// checked by the queue in software).
     pub fn rx_checksum(&self) -> bool {
-        self.rx_offload_capa & RX_CKSUM == RX_CKSUM
+        self.rx_offload_capa & RX_TCP_CKSUM != 0
+    }
+    /// The device also verifies IPv4 header checksums on receive.
+    pub fn rx_ipv4_checksum(&self) -> bool {
+        self.rx_offload_capa & RX_IPV4_CKSUM != 0
     }
     /// The device spreads received flows over queues.
     pub fn rss(&self) -> bool {
@@ -182,17 +193,19 @@ impl fmt::Display for DeviceInfo {
         )?;
         writeln!(
             f,
-            "  rx offloads {:#x} [{}] (IPv4+TCP checksum {})",
+            "  rx offloads {:#x} [{}] (TCP checksum {}, IPv4 header checksum {})",
             self.rx_offload_capa,
             rx_offload_names(self.rx_offload_capa).join(" "),
             self.rx_checksum(),
+            self.rx_ipv4_checksum(),
         )?;
         writeln!(
             f,
-            "  tx offloads {:#x} [{}] (IPv4+TCP checksum {})",
+            "  tx offloads {:#x} [{}] (TCP checksum {}, IPv4 header checksum {})",
             self.tx_offload_capa,
             tx_offload_names(self.tx_offload_capa).join(" "),
-            self.tx_checksum()
+            self.tx_checksum(),
+            self.tx_ipv4_checksum()
         )?;
         write!(
             f,
@@ -251,10 +264,16 @@ pub struct PortSetup {
     /// The MTU given to ethdev (lower than asked on memif/af_packet jumbo; see
     /// [`crate::devargs::plan_mtu`]).
     pub ethdev_mtu: u16,
-    /// TX checksum offload is on.
+    /// TX checksum offload is on (TCP checksums by the device).
     pub tx_checksum_offload: bool,
-    /// RX checksum offload is on.
+    /// RX checksum offload is on (TCP checksums verified by the device).
     pub rx_checksum_offload: bool,
+    /// With TX offload: the device computes IPv4 header checksums too (else the queue
+    /// does, in software).
+    pub tx_ipv4_checksum_offload: bool,
+    /// With RX offload: the device verifies IPv4 header checksums too (else the queue
+    /// does, in software).
+    pub rx_ipv4_checksum_offload: bool,
     /// RSS spreads flows over the rx queues.
     pub rss: bool,
     /// Queue pairs ([`Port::queue`](crate::Port::queue) indices are `0..queues`).
@@ -341,15 +360,23 @@ mod tests {
     }
 
     #[test]
-    fn checksum_needs_ipv4_and_tcp() {
+    fn checksum_offload_needs_tcp_and_says_who_does_ipv4() {
         let mut d = DeviceInfo {
-            rx_offload_capa: 0x221d,
-            tx_offload_capa: 0x802d,
+            rx_offload_capa: 0x2215,
+            tx_offload_capa: 0x8025,
             ..DeviceInfo::default()
         };
-        assert!(!d.rx_checksum() && !d.tx_checksum());
+        assert!(
+            !d.rx_checksum() && !d.tx_checksum(),
+            "no TCP checksum offered"
+        );
+        // virtio-net: TCP (and UDP) checksums, no IPv4 header checksum.
+        d.rx_offload_capa |= 0x8;
+        d.tx_offload_capa |= 0x8;
+        assert!(d.rx_checksum() && d.tx_checksum());
+        assert!(!d.rx_ipv4_checksum() && !d.tx_ipv4_checksum());
         d.rx_offload_capa |= 0x2;
         d.tx_offload_capa |= 0x2;
-        assert!(d.rx_checksum() && d.tx_checksum());
+        assert!(d.rx_ipv4_checksum() && d.tx_ipv4_checksum());
     }
 }

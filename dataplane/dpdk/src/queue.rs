@@ -11,7 +11,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use iwarp_dpdk_sys as sys;
-use iwarp_runtime::{FrameIo, PortCaps, TxOutcome};
+use iwarp_runtime::{ChecksumCounters, FrameIo, PortCaps, TxOutcome};
 
 use crate::mempool::Mempool;
 use crate::offload;
@@ -45,6 +45,10 @@ pub struct QueueCounters {
     pub rx_multiseg_drops: u64,
     /// Frames dropped because a checksum was bad.
     pub rx_bad_checksum: u64,
+    /// Frames whose TCP checksum the device verified (or vouched for).
+    pub rx_checksum_verified: u64,
+    /// Frames sent with their TCP checksum left to the device.
+    pub tx_checksum_offloaded: u64,
     /// Transmit buffers that could not be allocated.
     pub alloc_failures: u64,
     /// Transmit offers whose `fill` returned a length beyond the buffer (discarded).
@@ -60,6 +64,9 @@ pub struct PortQueue {
     queue_id: u16,
     guard_slot: c_int,
     caps: PortCaps,
+    /// With checksum offload: the device computes (on transmit) IPv4 header checksums
+    /// too; else this queue sums the header.
+    tx_ipv4_by_device: bool,
     rx: [*mut sys::rte_mbuf; RX_BURST_MAX],
     tx: Box<[*mut sys::rte_mbuf; TX_BATCH_MAX]>,
     tx_lens: Box<[u32; TX_BATCH_MAX]>,
@@ -77,10 +84,10 @@ pub struct PortQueue {
 // thread keeps DPDK's one-thread-per-queue rule. It is not Sync.
 unsafe impl Send for PortQueue {}
 
-const RX_CKSUM_BAD: u64 =
-    (sys::RTE_MBUF_F_RX_IP_CKSUM_BAD | sys::RTE_MBUF_F_RX_L4_CKSUM_BAD) as u64;
-const RX_CKSUM_GOOD: u64 =
-    (sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD | sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD) as u64;
+const RX_IP_BAD: u64 = sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64;
+const RX_IP_GOOD: u64 = sys::RTE_MBUF_F_RX_IP_CKSUM_GOOD as u64;
+const RX_L4_BAD: u64 = sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64;
+const RX_L4_GOOD: u64 = sys::RTE_MBUF_F_RX_L4_CKSUM_GOOD as u64;
 const RX_IP_MASK: u64 = sys::RTE_MBUF_F_RX_IP_CKSUM_MASK as u64;
 const RX_L4_MASK: u64 = sys::RTE_MBUF_F_RX_L4_CKSUM_MASK as u64;
 
@@ -98,7 +105,12 @@ impl PortQueue {
             -1
         };
         let port_id = port.port_id;
+        let tx_ipv4_by_device = port
+            .setup
+            .as_ref()
+            .is_some_and(|s| s.tx_ipv4_checksum_offload);
         PortQueue {
+            tx_ipv4_by_device,
             port,
             pool,
             port_id,
@@ -209,17 +221,23 @@ impl PortQueue {
         }
         // SAFETY: valid mbuf (see frame_of).
         let ol = unsafe { (*m).ol_flags };
-        if ol & RX_CKSUM_BAD & (RX_IP_MASK | RX_L4_MASK) != 0
-            && (ol & RX_IP_MASK == sys::RTE_MBUF_F_RX_IP_CKSUM_BAD as u64
-                || ol & RX_L4_MASK == sys::RTE_MBUF_F_RX_L4_CKSUM_BAD as u64)
-        {
+        let (ip, l4) = (ol & RX_IP_MASK, ol & RX_L4_MASK);
+        if ip == RX_IP_BAD || l4 == RX_L4_BAD {
             return false;
         }
-        if ol & RX_CKSUM_GOOD == RX_CKSUM_GOOD {
-            return true;
+        // GOOD: verified; NONE (both bits): not computed, but the data is intact (a
+        // local sender that left its checksum to a device that never ran).
+        let ip_done = ip == RX_IP_GOOD || ip == RX_IP_MASK;
+        let l4_done = l4 == RX_L4_GOOD || l4 == RX_L4_MASK;
+        if l4_done {
+            self.counters.rx_checksum_verified += 1;
         }
-        // The device did not verify this frame: do it here, as the engine will not.
-        offload::checksums_ok(frame)
+        // What the device did not verify is checked here, as the engine will not.
+        match (ip_done, l4_done) {
+            (true, true) => true,
+            (false, true) => offload::ipv4_header_ok(frame),
+            _ => offload::checksums_ok(frame),
+        }
     }
 
     /// The next free transmit buffer (kept until a frame is queued in it), refilling
@@ -315,7 +333,10 @@ impl FrameIo for PortQueue {
             return TxOutcome::Empty;
         }
         if self.caps.tx_checksum_offload {
-            if let Some(off) = offload::prepare_tx(&mut buf[..len]) {
+            if let Some(off) = offload::prepare_tx(&mut buf[..len], self.tx_ipv4_by_device) {
+                if off.ol_flags & sys::RTE_MBUF_F_TX_TCP_CKSUM != 0 {
+                    self.counters.tx_checksum_offloaded += 1;
+                }
                 // SAFETY: valid mbuf we own; sets plain header fields.
                 unsafe {
                     sys::shim_mbuf_set_tx_offload(
@@ -372,6 +393,14 @@ impl FrameIo for PortQueue {
 
     fn caps(&self) -> PortCaps {
         self.caps
+    }
+
+    fn checksum_counters(&self) -> ChecksumCounters {
+        ChecksumCounters {
+            rx_verified: self.counters.rx_checksum_verified,
+            rx_bad: self.counters.rx_bad_checksum,
+            tx_offloaded: self.counters.tx_checksum_offloaded,
+        }
     }
 }
 

@@ -453,6 +453,7 @@ impl<M: Memory> Core<M> {
                 p.engine.counters_fast()
             };
             p.counters.take_engine(e, conns);
+            p.counters.take_checksums(&p.io.checksum_counters());
         }
         self.loop_counters.apps = self.apps.iter().flatten().count() as u64;
         let qps = self.owned_qps.len() as u64 + self.app_live_qps;

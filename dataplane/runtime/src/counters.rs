@@ -116,6 +116,13 @@ counter_set! {
         tx_backpressure,
         /// Frames still queued in the port after the last flush (gauge).
         tx_pending,
+        /// Frames received whose TCP checksum the NIC verified (checksum offload).
+        rx_checksum_offloaded,
+        /// Frames received with a bad IPv4 or TCP checksum (found by the NIC, or by the
+        /// port's software check of what the NIC did not verify): dropped.
+        rx_checksum_bad,
+        /// Frames sent with their TCP checksum computed by the NIC (checksum offload).
+        tx_checksum_offloaded,
         /// TCP segments delivered to a connection or listener.
         tcp_segments_in,
         /// TCP segments sent.
@@ -267,6 +274,13 @@ impl PortCounters {
             c.qps_error,
         ) = (q[0], q[1], q[2], q[3], q[4]);
         self.drops = e.drops;
+    }
+
+    /// Copies the port queue's checksum counters.
+    pub fn take_checksums(&mut self, c: &crate::io::ChecksumCounters) {
+        self.c.rx_checksum_offloaded = c.rx_verified;
+        self.c.rx_checksum_bad = c.rx_bad;
+        self.c.tx_checksum_offloaded = c.tx_offloaded;
     }
 
     /// Adds `other`.

@@ -13,6 +13,19 @@ pub struct PortCaps {
     pub rx_checksum_offload: bool,
 }
 
+/// What the port did about checksums so far (cumulative), when it offloads them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ChecksumCounters {
+    /// Frames received whose TCP checksum the device verified (or vouched for: a frame
+    /// from a local sender whose checksum was never computed).
+    pub rx_verified: u64,
+    /// Frames received with a bad IPv4 or TCP checksum (found by the device or by the
+    /// shell's software check of what the device did not verify): dropped.
+    pub rx_bad: u64,
+    /// Frames sent with their TCP checksum left to the device.
+    pub tx_offloaded: u64,
+}
+
 /// What happened to a transmit offer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TxOutcome {
@@ -46,4 +59,9 @@ pub trait FrameIo {
 
     /// The port's capabilities.
     fn caps(&self) -> PortCaps;
+
+    /// The checksum work of the device so far (zero for a port that offloads none).
+    fn checksum_counters(&self) -> ChecksumCounters {
+        ChecksumCounters::default()
+    }
 }

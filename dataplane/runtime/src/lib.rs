@@ -48,7 +48,7 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use control::{control_channel, Command, ControlError, ControlHandle, Done, Notice, Op, Reply};
 pub use counters::{CoreStats, Snapshot};
 pub use forward::ForwardMesh;
-pub use io::{FrameIo, PortCaps, TxOutcome};
+pub use io::{ChecksumCounters, FrameIo, PortCaps, TxOutcome};
 pub use memlink::{MemLink, MemLinkConfig, MemPort};
 pub use placement::{Placement, PlacementPolicy};
 pub use steer::Steering;
