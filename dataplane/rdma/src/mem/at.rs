@@ -48,6 +48,7 @@ impl MemTable {
             self.free_pos[moved as usize] = pos;
         }
         self.free_pos[s as usize] = NOT_FREE;
+        self.mws += usize::from(matches!(entry, Entry::Mw(_)));
         let slot = &mut self.slots[s as usize];
         slot.generation = g;
         slot.entry = Some(entry);

@@ -378,6 +378,9 @@ pub struct MemTable {
     /// the same few STags segment after segment. The permutation never changes, so an
     /// entry never goes stale; the slot's current generation is still checked each time.
     memo: [Cell<Located>; LOCATE_MEMO_LEN],
+    /// Memory windows in the table (kept by `insert`, `insert_at` and `remove`): the
+    /// walks over the table for windows are skipped while there is none.
+    mws: usize,
 }
 
 impl MemTable {
@@ -397,6 +400,7 @@ impl MemTable {
             slots: slots.collect(),
             free,
             free_pos,
+            mws: 0,
             epoch: 0,
             memo: std::array::from_fn(|_| Cell::new(Located::default())),
         }
@@ -454,6 +458,7 @@ impl MemTable {
         };
         self.free.pop();
         self.free_pos[s as usize] = NOT_FREE;
+        self.mws += usize::from(matches!(entry, Entry::Mw(_)));
         slot.entry = Some(entry);
         Some(index)
     }
@@ -495,6 +500,7 @@ impl MemTable {
             return None;
         }
         let entry = slot.entry.take()?;
+        self.mws -= usize::from(matches!(entry, Entry::Mw(_)));
         slot.generation = self.space.next_generation(s, g);
         self.free_pos[s as usize] = self.free.len() as u32;
         self.free.push(s);
@@ -534,6 +540,11 @@ impl MemTable {
     }
 
     /// Iterates over every allocated entry (bounded by `max_entries`).
+    /// Memory windows in the table.
+    pub(crate) fn mw_count(&self) -> usize {
+        self.mws
+    }
+
     pub(crate) fn entries(&self) -> impl Iterator<Item = &Entry> {
         self.slots.iter().filter_map(|s| s.entry.as_ref())
     }

@@ -208,8 +208,13 @@ impl MemTable {
     }
 
     /// Number of (type-2) windows bound to `qp`: Destroy QP must fail while non-zero.
-    /// Walks the whole table (bounded by `max_entries`; a control-path call).
+    /// Walks the whole table (bounded by `max_entries`; a control-path call) when it
+    /// holds any window; O(1) when it holds none (QP churn without windows: destroying a
+    /// QP used to walk 65,536 slots).
     pub fn mws_bound_to_qp(&self, qp: QpId) -> usize {
+        if self.mw_count() == 0 {
+            return 0;
+        }
         self.entries()
             .filter(|e| matches!(e, Entry::Mw(w) if w.binding.is_some_and(|b| b.qp == Some(qp))))
             .count()
@@ -230,6 +235,22 @@ mod tests {
             ..attr(pd, 64, 0x100)
         };
         t.reg_mr(pds, &a, Some(4096)).unwrap()
+    }
+
+    #[test]
+    fn the_table_counts_its_windows_so_qp_checks_skip_the_walk_without_any() {
+        let (mut pds, mut t, pd) = setup(8);
+        let m = region(&mut pds, &mut t, pd);
+        assert_eq!(t.mw_count(), 0, "a region is no window");
+        assert_eq!(t.mws_bound_to_qp(QpId(1)), 0);
+        let w1 = t.alloc_mw(&mut pds, pd, MwType::Type2).unwrap();
+        let w2 = t.alloc_mw(&mut pds, pd, MwType::Type1).unwrap();
+        assert_eq!(t.mw_count(), 2);
+        t.dealloc_stag(&mut pds, w1).unwrap();
+        assert_eq!(t.mw_count(), 1);
+        t.dealloc_stag(&mut pds, w2).unwrap();
+        t.dealloc_stag(&mut pds, m).unwrap();
+        assert_eq!(t.mw_count(), 0);
     }
 
     #[test]
