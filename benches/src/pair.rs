@@ -52,6 +52,8 @@ pub struct PairConfig {
     pub burst_frames: usize,
     /// Virtual nanoseconds each shuttle round takes.
     pub round_ns: u64,
+    /// Connection table size of each engine (and the largest listen backlog).
+    pub max_conns: usize,
 }
 
 impl Default for PairConfig {
@@ -64,6 +66,7 @@ impl Default for PairConfig {
             cq_depth: 1024,
             burst_frames: 32,
             round_ns: 1_000,
+            max_conns: 64,
         }
     }
 }
@@ -89,6 +92,8 @@ pub struct Node {
 impl Node {
     fn new(last: u8, cfg: &PairConfig) -> Result<Node, BenchError> {
         let mut ecfg = bench_config(last, cfg.mtu, cfg.checksum_offload);
+        ecfg.max_conns = cfg.max_conns;
+        ecfg.backlog_max = cfg.max_conns;
         ecfg.rnic.limits = RnicLimits {
             max_sq_wr: cfg.sq_depth.max(RnicLimits::default().max_sq_wr),
             max_cqe: cfg.cq_depth.max(RnicLimits::default().max_cqe),
