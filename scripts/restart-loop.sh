@@ -4,7 +4,7 @@
 #      (iwarp-perf write_bw --loopback) and kill -9 the daemon under it: the client must
 #      exit non-zero saying the daemon is gone, within 3 s;
 #   2. start it again with the same name (its stale files in /run/iwarpd must not stop it);
-#   3. iwarp-perf write_bw --loopback for 2 s;
+#   3. iwarp-perf write_bw --loopback for 2 s (it must print its interval lines);
 #   4. kill -INT: the daemon must exit 0, print its final counters with conns_live 0, and
 #      leave no core file, no socket file and nothing in /dev/shm or /dev/hugepages behind.
 #
@@ -82,6 +82,9 @@ for i in $(seq "$n"); do
       if ! (cd "$tmp" && timeout 120 taskset -c "$APP_CPU" "$IWARP_PERF" write_bw --loopback \
         --daemon "$name" -s 64K -D 2 --depth 16 > "$t.perf" 2>&1); then
         why="iwarp-perf failed"
+      elif ! grep -qE '^\[ *[0-9.]+- *[0-9.]+ s\] .* MB/s' "$t.perf"; then
+        # -D prints a line per second (as iperf3), then the summary.
+        why="iwarp-perf -D printed no interval line"
       fi
       kill -INT "$pid"
       rc=

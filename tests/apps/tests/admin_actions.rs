@@ -2,7 +2,8 @@
 //! `qp reset` moves a connected QP to Error (its owner gets a QP-fatal event, the peer
 //! sees its connection end), `disconnect-client` ends a client's session (its calls
 //! answer DaemonGone, the daemon frees everything it held), `capture start|stop` writes
-//! the frames of a connection into a pcap file the operator's iwarpctl created.
+//! the frames of a connection into a pcap file the operator's iwarpctl created,
+//! `counters --watch` prints one reading per interval with what moved.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -135,4 +136,63 @@ fn iwarpctl_captures_a_connection_into_a_pcap_file() {
         "cut to --snaplen"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn iwarpctl_watches_the_counters_move_interval_by_interval() {
+    if skip("iwarpctl_watches_the_counters_move_interval_by_interval") {
+        return;
+    }
+    let _lock = SystemLock::acquire();
+    let pair = DaemonPair::start("admwatch");
+    let bin = iwarp_apps::system::workspace_bin("iwarpctl", "iwarpctl");
+    let watch = Command::new(&bin)
+        .arg("--socket")
+        .arg(&pair.b.socket)
+        .args(["--json", "counters", "--watch", "1", "--count", "3"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run iwarpctl");
+    // Something moves meanwhile: a connection to B.
+    let mut a = Side::open("A", &pair.a.socket);
+    let mut b = Side::open("B", &pair.b.socket);
+    let _conn = connect(&mut a, A_IP, &mut b, 9603, b"watch", b"");
+    let out = watch.wait_with_output().expect("iwarpctl output");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "iwarpctl counters --watch: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    assert_eq!(
+        lines.len(),
+        3,
+        "one reading per interval, --count 3: {text}"
+    );
+    let mut t_prev = 0.0;
+    for l in &lines {
+        let t = l["t_s"].as_f64().expect("t_s");
+        let len = l["interval_s"].as_f64().expect("interval_s");
+        assert!(t > t_prev && len >= 0.9, "{l}");
+        t_prev = t;
+        assert!(
+            l["total"]["frames_rx"].is_u64(),
+            "totals in every reading: {l}"
+        );
+    }
+    let established: i64 = lines
+        .iter()
+        .filter_map(|l| l["change"]["conns_established"].as_i64())
+        .sum();
+    assert_eq!(
+        established, 1,
+        "the connection shows in the interval it came: {text}"
+    );
+    let last = &lines[2]["total"];
+    assert!(last["frames_rx"].as_u64().unwrap_or(0) > 0, "{last}");
 }
