@@ -19,6 +19,10 @@
 #   e1000e.{write,read,send}     A on e1000e (DPDK net_e1000_em), B on virtio-net-pci
 #   e1000e.unplug                QMP device_del of A's NIC during traffic: A reports an
 #                                error and stops cleanly (no crash)
+#   siw.{write,read,send}        A (iwarpd on virtio-net-pci) against Linux siw in siw-vm's
+#                                guest g1 on the same bridge: siw_peer's load generator
+#                                client (MPA rev 2, CRC) to A's server, 3 x 64 KiB verified
+#   siw.rping-{to,from}-iwarpd   rping on siw against iw-rping on A, both directions
 # The guests run siw-vm's Debian kernel (scripts/nic-vm/build.sh adds vfio/uio modules);
 # Debian's kernel has no CONFIG_VFIO_NOIOMMU, so without an IOMMU the NIC is bound to
 # uio_pci_generic (DPDK then runs with IOVA = PA).
@@ -53,7 +57,8 @@ while [ $# -gt 0 ]; do
 done
 CELLS=(virtio-1q.write virtio-1q.read virtio-1q.send virtio-1q.ports virtio-1q.link-flap
        virtio-2q-rss.write virtio-2q-rss.send virtio-2q-rss.spread
-       e1000e.write e1000e.read e1000e.send e1000e.unplug)
+       e1000e.write e1000e.read e1000e.send e1000e.unplug
+       siw.write siw.read siw.send siw.rping-to-iwarpd siw.rping-from-iwarpd)
 if [ $LIST = 1 ]; then printf '%s\n' "${CELLS[@]}"; exit 0; fi
 want() { [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]; }
 group_wanted() { local c; for c in "${CELLS[@]}"; do [[ $c == "$1".* ]] && want "$c" && return 0; done; return 1; }
@@ -74,6 +79,7 @@ cleanup() {
     stop_capture
     if [ $KEEP_UP = 0 ]; then
         for g in a b; do guest_stop "$g"; done
+        "$SIWVM/down.sh" --keep-netns g1 >/dev/null 2>&1
         net_down
     fi
     exit $rc
@@ -86,6 +92,23 @@ trap 'exit 130' INT TERM
 if [ $BUILD_IWARPD = 1 ] || [ ! -x "$IWARPD" ] || [ ! -x "$IWARPCTL" ]; then
     nlog "building iwarpd and iwarpctl (release)"
     (cd "$ROOT" && cargo build --release -q -p iwarpd -p iwarpctl) || { echo "nic-vm: build failed" >&2; exit 1; }
+fi
+# The siw cells' tools: iw-rping (the rping of the verbs client library) and siw_peer (the
+# load generator's protocol over librdmacm, run in the siw guest).
+IW_RPING=${IW_RPING:-$TGT/debug/iw-rping}
+PEER_BIN=$ROOT/target/siw-vm/bin/siw_peer
+if group_wanted siw; then
+    (cd "$ROOT" && cargo build -q -p iwarp-interop-siw --bin iw-rping) || { echo "nic-vm: iw-rping build failed" >&2; exit 1; }
+    if [ ! -f /usr/include/rdma/rdma_cma.h ]; then
+        DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends librdmacm-dev >/dev/null \
+            || { echo "nic-vm: cannot install librdmacm-dev" >&2; exit 1; }
+    fi
+    src=$ROOT/tests/interop-siw/siw_peer.c
+    if [ ! -x "$PEER_BIN" ] || [ "$src" -nt "$PEER_BIN" ]; then
+        mkdir -p "$(dirname "$PEER_BIN")"
+        gcc -O1 -g -Wall -Wextra -Werror -o "$PEER_BIN" "$src" -lrdmacm -libverbs \
+            || { echo "nic-vm: siw_peer build failed" >&2; exit 1; }
+    fi
 fi
 "$ROOT/scripts/nic-vm/build.sh" || { echo "nic-vm: guest image build failed" >&2; exit 1; }
 rm -rf "$OUT"; mkdir -p "$OUT"
@@ -301,6 +324,95 @@ if group_wanted e1000e; then
     else
         for c in "${CELLS[@]}"; do [[ $c == e1000e.* ]] && want "$c" && fail "$c" "guests or server did not come up"; done
     fi
+fi
+
+# ------------------------------------------------------------------------- group siw
+# iwarpd on a PCI NIC against Linux siw: guest a (virtio-net-pci, iwarpd at $NET.21) and
+# siw-vm's guest g1 ($NET.11, siw on its virtio-net) on the same bridge. MPA revision 2
+# with CRC both ways (iwarpd requests it, siw requires it).
+SIW_IP=$NET.11 A_IP=$NET.21
+# sg CMD: runs CMD in the siw guest (siw-vm's run-in-guest.sh, as interop-siw.sh does).
+sg() { "$SIWVM/run-in-guest.sh" -t "${GT:-60}" g1 "$@"; }
+siwknobs() { printf 'P=/sys/module/siw/parameters; echo %s >$P/mpa_version; echo %s >$P/mpa_crc_required; echo %s >$P/peer_to_peer; ' "$1" "$2" "$3"; }
+siw_pair_up() {
+    local t
+    stop_capture
+    for g in a b; do guest_stop "$g"; done
+    "$SIWVM/down.sh" --keep-netns g1 >/dev/null 2>&1
+    net_up
+    t=$(date +%s)
+    guest_boot a 1 2 virtio 1 || return 1
+    "$SIWVM/up.sh" -n 1 > "$OUT/siw-up.log" 2>&1 || { tail -5 "$OUT/siw-up.log" >&2; return 1; }
+    guest_wait a || return 1
+    nlog "siw: guests up in $(( $(date +%s) - t )) s (A virtio with iwarpd at $A_IP, g1 siw at $SIW_IP)"
+    write_config "$OUT/a.toml" nica "$A_IP" 1 loadgen
+    rig_bg a /tmp/nica.log "exec $GI --config $GCFG/a.toml" >/dev/null || return 1
+    for _ in $(seq 120); do
+        rig -t 20 a "$GI --name nica stats >/dev/null 2>&1" && return 0
+        rig a "pgrep -x iwarpd >/dev/null" || break
+        sleep 1
+    done
+    nlog "siw: iwarpd did not come up:"; rig a 'tail -20 /tmp/nica.log' >&2
+    return 1
+}
+if group_wanted siw; then
+    if siw_pair_up; then
+        # siw active: siw_peer's load generator client to iwarpd's server, verified.
+        for op in write read send; do
+            want "siw.$op" || continue
+            verify=""; [ "$op" != write ] && verify=--verify
+            f=$OUT/siw.$op.txt
+            GT=120 sg "$(siwknobs 2 1 0) /host$PEER_BIN lgen-client -a $A_IP -p 7000 --op $op --size 65536 --count 3 $verify; echo exit=\$?" > "$f" 2>&1
+            rc=$(sed -n 's/^exit=//p' "$f" | tail -1)
+            m=$(server_mismatches)
+            if [ "${rc:-x}" = 0 ] && [ "${m:-1}" = 0 ]; then
+                pass "siw.$op" "siw_peer (Linux siw, MPA rev 2 + CRC) -> iwarpd on virtio-net-pci: 3 x 64 KiB${verify:+ verified by siw}, server mismatches 0"
+            else
+                fail "siw.$op" "siw_peer exit ${rc:-?}: $(grep -E '^(error|wc|rejected|verify|async)' "$f" | head -1); server mismatches ${m:-?}; see $f"
+            fi
+        done
+        # iwarpd passive: iw-rping -s on A, rping -c on siw.
+        if want siw.rping-to-iwarpd; then
+            f=$OUT/siw.rping-to-iwarpd.txt
+            rig a 'rm -f /tmp/iwr-s.log' >/dev/null 2>&1
+            rig_bg a /tmp/iwr-s.log "exec /host$IW_RPING -s -a $A_IP -p 7301 -C 3 -S 64 -v -d nica --timeout-ms 30000" >/dev/null
+            for _ in $(seq 60); do rig a 'grep -q listening /tmp/iwr-s.log' && break; sleep 0.5; done
+            GT=90 sg "$(siwknobs 2 1 0) rping -c -a $A_IP -p 7301 -C 3 -S 64 -v -V; echo exit=\$?" > "$f" 2>&1
+            for _ in $(seq 60); do rig a 'pgrep -f "iw-rping -s" >/dev/null' || break; sleep 0.5; done
+            rig a 'cat /tmp/iwr-s.log' > "$f.iwarpd" 2>&1
+            rc=$(sed -n 's/^exit=//p' "$f" | tail -1)
+            pings=$(grep -c '^ping data: rdma-ping-' "$f")
+            if [ "${rc:-x}" = 0 ] && [ "$pings" = 3 ] && ! grep -q '^error' "$f.iwarpd"; then
+                pass siw.rping-to-iwarpd "rping -c on siw: 3 pings verified with iw-rping -s on iwarpd (SEND, RDMA READ, RDMA WRITE each)"
+            else
+                fail siw.rping-to-iwarpd "rping -c exit ${rc:-?}, $pings of 3 pings; iw-rping: $(grep '^error' "$f.iwarpd" | head -1); see $f"
+            fi
+        fi
+        # iwarpd active: rping -s on siw, iw-rping -c on A.
+        if want siw.rping-from-iwarpd; then
+            f=$OUT/siw.rping-from-iwarpd.txt
+            bg=$("$SIWVM/run-in-guest.sh" --bg g1 "$(siwknobs 2 1 0) rping -s -a $SIW_IP -p 7302 -v -C 3 -S 64")
+            gl=${bg#* }
+            for _ in $(seq 40); do sg "ss -ltn | grep -q ':7302 '" && break; sleep 0.5; done
+            rig -t 120 a "timeout 90 /host$IW_RPING -c -a $SIW_IP -p 7302 -C 3 -S 64 -v -V -d nica 2>&1; echo exit=\$?" > "$f" 2>&1
+            sleep 0.5
+            sg "cat $gl" > "$f.siw" 2>&1
+            rc=$(sed -n 's/^exit=//p' "$f" | tail -1)
+            pings=$(grep -c '^ping data: rdma-ping-' "$f")
+            spings=$(grep -c '^server ping data: rdma-ping-' "$f.siw")
+            if [ "${rc:-x}" = 0 ] && [ "$pings" = 3 ] && [ "$spings" = 3 ]; then
+                pass siw.rping-from-iwarpd "iw-rping -c on iwarpd: 3 pings verified with rping -s on siw (which read 3)"
+            else
+                fail siw.rping-from-iwarpd "iw-rping exit ${rc:-?}, $pings of 3 pings, rping -s read $spings; see $f"
+            fi
+        fi
+        rig a 'cat /tmp/nica.log' > "$OUT/siw.server.log" 2>&1
+        stop_server
+    else
+        for c in "${CELLS[@]}"; do [[ $c == siw.* ]] && want "$c" && fail "$c" "guests or server did not come up"; done
+    fi
+    guest_stop a
+    "$SIWVM/down.sh" --keep-netns g1 >/dev/null 2>&1
 fi
 
 nlog "done in $(( $(date +%s) - T0 )) s; logs in $OUT"
