@@ -19,6 +19,8 @@
 #   e1000e.{write,read,send}     A on e1000e (DPDK net_e1000_em), B on virtio-net-pci
 #   e1000e.unplug                QMP device_del of A's NIC during traffic: A reports an
 #                                error and stops cleanly (no crash)
+#   jumbo.{write,send,frames}    virtio-net-pci with host_mtu=9000, taps and bridge at 9000,
+#                                iwarpd at MTU 9000: verified traffic, in frames > 1514 B
 #   siw.{write,read,send}        A (iwarpd on virtio-net-pci) against Linux siw in siw-vm's
 #                                guest g1 on the same bridge: siw_peer's load generator
 #                                client (MPA rev 2, CRC) to A's server, 3 x 64 KiB verified
@@ -58,6 +60,7 @@ done
 CELLS=(virtio-1q.write virtio-1q.read virtio-1q.send virtio-1q.ports virtio-1q.link-flap
        virtio-2q-rss.write virtio-2q-rss.send virtio-2q-rss.spread
        e1000e.write e1000e.read e1000e.send e1000e.unplug
+       jumbo.write jumbo.send jumbo.frames
        siw.write siw.read siw.send siw.rping-to-iwarpd siw.rping-from-iwarpd)
 if [ $LIST = 1 ]; then printf '%s\n' "${CELLS[@]}"; exit 0; fi
 want() { [ -z "$ONLY" ] || [[ $1 =~ $ONLY ]]; }
@@ -139,7 +142,7 @@ control = $control
 device = "$NIC_ADDR"
 ipv4 = "$ip"
 prefix_len = 24
-mtu = 1500
+mtu = ${MTU:-1500}
 checksum = "auto"
 steering = "auto"
 mbufs = 4096
@@ -324,6 +327,34 @@ if group_wanted e1000e; then
     else
         for c in "${CELLS[@]}"; do [[ $c == e1000e.* ]] && want "$c" && fail "$c" "guests or server did not come up"; done
     fi
+fi
+
+# ------------------------------------------------------------------------- group jumbo
+if group_wanted jumbo; then
+    MTU=9000
+    if boot_pair jumbo 2 virtio virtio 1 && start_server 1; then
+        for op in write send; do want "jumbo.$op" && loadgen "jumbo.$op" "$op"; done
+        rig a 'cat /tmp/nica.log' > "$OUT/jumbo.server.log" 2>&1
+        rig a "$GI --name nica stats --json" > "$OUT/jumbo.stats.json" 2>&1
+        # The frames really were jumbo: the port's frame limit, and bytes per received frame.
+        limit=$(grep -oE 'frames up to [0-9]+ B' "$OUT/jumbo.server.log" | head -1 | grep -oE '[0-9]+')
+        first() { grep -oE "\"$1\":[0-9]+" "$OUT/jumbo.stats.json" | head -1 | cut -d: -f2; }
+        frames=$(first frames_rx) bytes=$(first bytes_rx)
+        per=$(( ${bytes:-0} / ${frames:-1} ))
+        if want jumbo.frames; then
+            if [ "${limit:-0}" -ge 9014 ] && [ "$per" -gt 1514 ]; then
+                pass jumbo.frames "port frames up to $limit B; the server received $per bytes per frame on average"
+            else
+                fail jumbo.frames "port frame limit ${limit:-?} B, $per bytes per received frame"
+            fi
+        fi
+        stop_server
+    else
+        for c in "${CELLS[@]}"; do [[ $c == jumbo.* ]] && want "$c" && fail "$c" "guests or server did not come up"; done
+    fi
+    MTU=1500
+    for g in a b; do guest_stop "$g"; done
+    ip -n "$NS" link set "$BR" mtu 1500 2>/dev/null || true
 fi
 
 # ------------------------------------------------------------------------- group siw

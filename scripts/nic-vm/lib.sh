@@ -56,7 +56,9 @@ guest_boot() {
     else
         ip -n "$NS" tuntap add dev "$tap" mode tap
     fi
-    ip -n "$NS" link set "$tap" master "$BR" up
+    # MTU: the tap, the bridge and (virtio) the NIC's advertised maximum carry ${MTU:-1500}.
+    ip -n "$NS" link set "$tap" mtu "${MTU:-1500}" master "$BR" up
+    ip -n "$NS" link set "$BR" mtu "${MTU:-1500}" 2>/dev/null || true
     netdev="tap,id=d0,ifname=$tap,script=no,downscript=no,vhost=off"
     case $model in
         virtio)
@@ -75,7 +77,8 @@ guest_boot() {
             # ran dry: a busy-polling guest never does, so everything the tap puts on
             # queue i is lost for a while. A guest vCPU descheduled on a loaded host fills
             # 256 descriptors in milliseconds (docs/NIC.md, "The 2-queue failure").
-            dev="$dev,rx_queue_size=${NICVM_RX_QUEUE_SIZE:-1024}" ;;
+            dev="$dev,rx_queue_size=${NICVM_RX_QUEUE_SIZE:-1024}"
+            [ "${MTU:-1500}" -gt 1500 ] && dev="$dev,host_mtu=$MTU" ;;
         e1000e) dev="e1000e,netdev=d0,mac=$mac,addr=0x5" ;;
         *) nlog "unknown NIC model $model"; return 1 ;;
     esac

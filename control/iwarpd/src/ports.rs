@@ -36,8 +36,10 @@ pub fn open_port(eal: &Eal, cfg: &Config, index: usize, cores: usize) -> Result<
     tracing::debug!("port {index}: {info}");
     let queues = u16::try_from(cores).map_err(|_| "too many dataplane cores".to_string())?;
     let frame_len = p.frame_len_max() as usize;
-    // Headroom 128 + the largest frame, rounded up to a cache line.
-    let data_room = (frame_len + 128).div_ceil(64) * 64;
+    // Headroom 128 + the largest frame + 64 bytes a PMD may count on top of the frame
+    // (a VLAN tag, virtio-net's 12-byte header, which the virtio PMD takes from the same
+    // buffer: without it an MTU 9000 virtio port refuses the pool), to a cache line.
+    let data_room = (frame_len + 128 + 64).div_ceil(64) * 64;
     let data_room = u16::try_from(data_room.max(2176)).map_err(|_| {
         format!(
             "{}: frames of {frame_len} bytes do not fit an mbuf",
