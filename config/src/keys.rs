@@ -169,7 +169,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("tcp.max_inflight_segments", "Data segments in flight per connection."),
     k("tcp.initial_cwnd_segments", "Initial congestion window, segments."),
     k("tcp.msl_ms", "Maximum segment lifetime, ms (TIME-WAIT is twice this)."),
-    k("tcp.challenge_acks_per_s", "Challenge ACKs per second at most (RFC 5961)."),
+    k("tcp.challenge_acks_per_s", "Per connection, challenge ACKs (RFC 5961) and ACKs answering out-of-window data per second at most."),
     k("tcp.invalid_ack_interval_ms", "Least time between ACKs answering unacceptable segments, ms (0: no limit)."),
     k("tcp.buffer_release_ms", "Idle loss-recovery buffers are released after this, ms."),
     k("tcp.close_timeout_ms", "A close iwarpd started may take this long before the connection is reset, ms."),

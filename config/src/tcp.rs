@@ -70,7 +70,8 @@ pub struct TcpSection {
     pub initial_cwnd_segments: u32,
     /// Maximum segment lifetime, milliseconds (TIME-WAIT lasts twice this).
     pub msl_ms: u64,
-    /// Most challenge ACKs per second (RFC 5961).
+    /// Most challenge ACKs (RFC 5961) and ACKs answering out-of-window data per second,
+    /// per connection.
     pub challenge_acks_per_s: u32,
     /// Least time between ACKs answering unacceptable segments, milliseconds (0: no limit).
     pub invalid_ack_interval_ms: u64,

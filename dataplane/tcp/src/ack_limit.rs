@@ -8,8 +8,13 @@
 //! - a segment occupying no sequence space (a bare ACK, perhaps itself an answer) is
 //!   answered at most once per `invalid_ack_interval_ms` per connection, challenge ACKs
 //!   included (Linux `tcp_oow_rate_limited`, `tcp_invalid_ratelimit`); a segment with data
-//!   or FIN is always answered, since the answer occupies none and cannot itself be
-//!   answered more than once per interval;
+//!   or FIN is answered while the connection's per-second budget of answers lasts
+//!   (`challenge_acks_per_s`, shared with the challenge ACKs): the answer occupies no
+//!   sequence space and cannot itself be answered more than once per interval, and the
+//!   budget keeps a flood of forged data segments (guessed sequence numbers, one ACK out
+//!   per frame in) from turning the connection into an amplifier, while a peer that
+//!   resends data we hold (its ACK lost) still gets answers: a window's worth of
+//!   segments is far below the budget;
 //! - our pure ACKs carry the highest sequence number sent (`output.rs`), not the
 //!   go-back-N resend point, so they never sit below the peer's RCV.NXT, where our own
 //!   stack would find them unacceptable;
@@ -30,26 +35,39 @@ impl TcpConn {
     /// or an ACK answered an unacceptable segment less than `invalid_ack_interval_ms` ago
     /// (as Linux: a challenge ACK is itself such an answer).
     pub(crate) fn challenge_ack(&mut self, now: Instant) {
-        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
-            self.challenge_window = now;
-            self.challenge_count = 0;
-        }
-        if self.challenge_count < self.cfg.challenge_acks_per_s && self.invalid_ack_allowed(now) {
+        if self.answer_budget_left(now) && self.invalid_ack_allowed(now) {
             self.challenge_count += 1;
             self.counters.challenge_acks += 1;
             self.ack_pending = true;
         }
     }
 
+    /// Whether this second's budget of answers (`challenge_acks_per_s`: challenge ACKs
+    /// and ACKs to unacceptable data) has room; the caller takes from it.
+    fn answer_budget_left(&mut self, now: Instant) -> bool {
+        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
+            self.challenge_window = now;
+            self.challenge_count = 0;
+        }
+        self.challenge_count < self.cfg.challenge_acks_per_s
+    }
+
     /// Answers an unacceptable segment (out of window, PAWS-failed, acknowledging data
     /// never sent) with an ACK, as RFC 9293 and RFC 7323 ask, but without ever feeding an
-    /// endless exchange: a segment occupying sequence space (data, FIN) is always
-    /// answered (our answer occupies none, so it cannot be the start of a loop, and the
-    /// peer may need it after losing our ACK), while a segment occupying none (an ACK,
-    /// maybe itself an answer to ours) is answered at most once per
-    /// `invalid_ack_interval_ms` (Linux `tcp_oow_rate_limited`).
+    /// endless exchange or a flood: a segment occupying sequence space (data, FIN) is
+    /// answered while the second's budget lasts (our answer occupies none, so it cannot
+    /// be the start of a loop, and the peer may need it after losing our ACK), while a
+    /// segment occupying none (an ACK, maybe itself an answer to ours) is answered at most
+    /// once per `invalid_ack_interval_ms` (Linux `tcp_oow_rate_limited`).
     pub(crate) fn ack_unacceptable(&mut self, now: Instant, seg: &TcpSegment<'_>) {
-        if seg.seg_len() > 0 || self.invalid_ack_allowed(now) {
+        if seg.seg_len() > 0 {
+            if self.answer_budget_left(now) {
+                self.challenge_count += 1;
+                self.ack_pending = true;
+            } else {
+                self.counters.invalid_acks_suppressed += 1;
+            }
+        } else if self.invalid_ack_allowed(now) {
             self.ack_pending = true;
         }
     }

@@ -89,7 +89,8 @@ pub struct TcpConfig {
     pub checksum_offload: bool,
     /// Initial congestion window, segments (RFC 6928: 10).
     pub initial_cwnd_segments: u32,
-    /// Most challenge ACKs sent per second (RFC 5961 section 7).
+    /// Most challenge ACKs (RFC 5961 section 7) and ACKs answering out-of-window data
+    /// sent per second, per connection (one budget).
     pub challenge_acks_per_s: u32,
     /// Least time between two ACKs sent in reply to unacceptable segments that occupy no
     /// sequence space (out of window, PAWS-failed, acknowledging unsent data) and between

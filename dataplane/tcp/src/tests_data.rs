@@ -313,6 +313,33 @@ fn syn_on_established_gets_rate_limited_challenge_ack() {
 }
 
 #[test]
+fn out_of_window_data_is_answered_within_the_budget_of_each_second() {
+    let mut h = H::established(TcpConfig {
+        challenge_acks_per_s: 3,
+        ..cfg()
+    });
+    let far = h.pseq + 50_000_000;
+    let mut answers = 0;
+    for i in 0..10u32 {
+        h.recv("A", far + i * 100, h.seq(0), b"forged");
+        answers += h.outs().len();
+    }
+    assert_eq!(
+        answers, 3,
+        "a flood of forged data draws 3 ACKs in the second"
+    );
+    assert_eq!(h.c.counters().invalid_acks_suppressed, 7);
+    assert!(h.sink.data.is_empty());
+    h.advance(Duration::from_secs(1));
+    h.recv("A", far, h.seq(0), b"forged");
+    assert_eq!(h.outs().len(), 1, "a new second, a new budget");
+    // The peer's own data, in window, is taken as ever.
+    let s = h.pseq;
+    h.recv("A", s, h.seq(0), b"real");
+    assert_eq!(h.sink.data, b"real");
+}
+
+#[test]
 fn ack_checks_future_and_too_old() {
     let mut h = H::established(cfg());
     h.src.push(100);
