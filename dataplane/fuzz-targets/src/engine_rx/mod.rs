@@ -384,7 +384,14 @@ fn final_transfer(p: &mut Pair) {
         sq.post_send(p.a.qp, &write).is_ok(),
         "A cannot post a Write"
     );
-    p.run(true, Duration::from_secs(120));
+    // Up to 15 minutes: an input that injected in-window bytes can desynchronise the two
+    // TCPs (B took forged bytes as A's, so B acknowledges data A never sent and A's own
+    // retransmissions are old to B). Nothing on the wire can tell (Linux behaves the
+    // same); what ends it is the retransmission limit (`max_retries` 6: about 5 minutes
+    // of backed-off timeouts) and B's MPA stall timer, after which both QPs leave RTS.
+    // Found by `scripts/fuzz.sh engine_rx` (corpus file crash-a99ae1ff...): with a
+    // 2-minute horizon the connection was still up, and the final Send still waiting.
+    p.run(true, Duration::from_secs(900));
     if !(p.a.rts() && p.b.rts()) {
         // Torn down while delivering: a Terminate or a reset the fuzz input provoked
         // (for example, B's receive queue was already full of the input's Sends).
