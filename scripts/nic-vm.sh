@@ -191,9 +191,10 @@ boot_pair() {
     done
 }
 
-# start_server CORES: iwarpd with the load generator server in guest a; waits until it serves
+# start_server CORES [IP]: iwarpd with the load generator server in guest a (at IP, default
+# $NET.11); waits until it serves
 start_server() {
-    write_config "$OUT/a.toml" nica "$NET.11" "$1" loadgen
+    write_config "$OUT/a.toml" nica "${2:-$NET.11}" "$1" loadgen
     write_config "$OUT/b.toml" nicb "$NET.12" "$1"
     rig_bg a /tmp/nica.log "exec $GI --config $GCFG/a.toml" >/dev/null || return 1
     for _ in $(seq 120); do
@@ -381,15 +382,7 @@ siw_pair_up() {
     "$SIWVM/up.sh" -n 1 > "$OUT/siw-up.log" 2>&1 || { tail -5 "$OUT/siw-up.log" >&2; return 1; }
     guest_wait a || return 1
     nlog "siw: guests up in $(( $(date +%s) - t )) s (A virtio with iwarpd at $A_IP, g1 siw at $SIW_IP)"
-    write_config "$OUT/a.toml" nica "$A_IP" 1 loadgen
-    rig_bg a /tmp/nica.log "exec $GI --config $GCFG/a.toml" >/dev/null || return 1
-    for _ in $(seq 120); do
-        rig -t 20 a "$GI --name nica stats >/dev/null 2>&1" && return 0
-        rig a "pgrep -x iwarpd >/dev/null" || break
-        sleep 1
-    done
-    nlog "siw: iwarpd did not come up:"; rig a 'tail -20 /tmp/nica.log' >&2
-    return 1
+    start_server 1 "$A_IP"
 }
 if group_wanted siw; then
     if siw_pair_up; then
