@@ -670,7 +670,6 @@ fn launch_core(
         index: core,
         rx_burst: burst.clamp(1, iwarp_dpdk::queue::RX_BURST_MAX),
         default_grace_ms: cfg.daemon.shutdown_grace_ms,
-        max_control_qps: cfg.limits.max_qps as usize,
         ..CoreConfig::default()
     };
     let result: Arc<Mutex<Option<Result<Snapshot, String>>>> = Arc::new(Mutex::new(None));

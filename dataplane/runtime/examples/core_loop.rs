@@ -11,59 +11,43 @@ use std::sync::atomic::Ordering::Relaxed;
 use iwarp_engine::{AcceptParams, ConnectParams, Event};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
-use iwarp_runtime::control::{AppBox, Done, Op};
+use iwarp_runtime::control::{AppBox, Op};
 use iwarp_runtime::testutil::{Testbed, TestbedConfig, Which, WriteLoop, ARENA, IP_B};
-use iwarp_types::{Access, CqId, QpId, Stag, VecMemory};
+use iwarp_types::{Access, CqId, QpId, Stag};
 
 const ARENA_LEN: u64 = 1 << 20;
 
+/// A PD, a CQ, a QP and an MR over the arena, made on the side's core by its console.
 fn verbs(tb: &mut Testbed, w: Which) -> (QpId, CqId, Stag) {
-    let mut call = |op: Op<VecMemory>| tb.call(w, 0, op).expect("command");
-    let Done::Pd(pd) = call(Op::AllocPd) else {
-        panic!("pd")
-    };
-    let Done::Cq(cq, _) = call(Op::CreateCq { depth: 1024 }) else {
-        panic!("cq")
-    };
-    let attr = QpAttr {
-        sq_depth: 512,
-        rq_depth: 16,
-        ord: 8,
-        ird: 8,
-        inbound_read: true,
-        inbound_write: true,
-        ..QpAttr::new(pd, cq)
-    };
-    let Done::Qp(qp, _) = call(Op::CreateQp(attr)) else {
-        panic!("qp")
-    };
-    let mr = MrAttr {
-        pd,
-        region: ARENA,
-        region_offset: 0,
-        len: ARENA_LEN,
-        va: 0,
-        zero_based: true,
-        access: Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
-        key: 1,
-        remote_access_flag: true,
-    };
-    let Done::Stag(stag) = call(Op::RegMr(mr)) else {
-        panic!("mr")
-    };
-    (qp, cq, stag)
-}
-
-fn wait(tb: &mut Testbed, w: Which, f: impl Fn(&Event) -> bool) -> Event {
-    for _ in 0..100_000 {
-        if let Some(n) = tb.side(w).handles[0].poll_notice() {
-            if f(&n.event) {
-                return n.event;
-            }
-        }
-        tb.step();
-    }
-    panic!("no event");
+    tb.exec(w, 0, |cx| {
+        let rnic = cx.engine.rnic_mut();
+        let pd = rnic.alloc_pd().expect("pd");
+        let (cq, _) = rnic.create_cq(1024).expect("cq");
+        let attr = QpAttr {
+            sq_depth: 512,
+            rq_depth: 16,
+            ord: 8,
+            ird: 8,
+            inbound_read: true,
+            inbound_write: true,
+            ..QpAttr::new(pd, cq)
+        };
+        let (qp, _) = rnic.create_qp(&attr).expect("qp");
+        let mr = MrAttr {
+            pd,
+            region: ARENA,
+            region_offset: 0,
+            len: ARENA_LEN,
+            va: 0,
+            zero_based: true,
+            access: Access::LOCAL_READ | Access::LOCAL_WRITE | Access::REMOTE_WRITE,
+            key: 1,
+            remote_access_flag: true,
+        };
+        let stag = rnic.reg_mr(&mr, Some(ARENA_LEN)).expect("mr");
+        cx.own_qp(qp);
+        (qp, cq, stag)
+    })
 }
 
 fn run(len: u32, count: u64, depth: u32) {
@@ -73,37 +57,25 @@ fn run(len: u32, count: u64, depth: u32) {
         ..TestbedConfig::default()
     };
     let mut tb = Testbed::new(&cfg).expect("testbed");
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: 4791,
-            backlog: 4,
-        },
-    )
-    .expect("listen");
+    tb.exec(Which::B, 0, |cx| cx.listen(4791, 4))
+        .expect("listen");
     let (qa, cqa, mra) = verbs(&mut tb, Which::A);
     let (qb, _, mrb) = verbs(&mut tb, Which::B);
-    let op = Op::Connect {
-        qp: qa,
-        remote: SocketAddrV4::new(IP_B, 4791),
-        params: ConnectParams::default(),
-    };
-    tb.call(Which::A, 0, op).expect("connect");
-    let Event::ConnectRequest { conn, .. } = wait(&mut tb, Which::B, |e| {
-        matches!(e, Event::ConnectRequest { .. })
-    }) else {
+    tb.exec(Which::A, 0, move |cx| {
+        cx.connect(qa, SocketAddrV4::new(IP_B, 4791), ConnectParams::default())
+    })
+    .expect("connect");
+    let (_, req) = tb.wait_event(Which::B, |e| matches!(e, Event::ConnectRequest { .. }));
+    let Event::ConnectRequest { conn, .. } = req else {
         unreachable!()
     };
-    let op = Op::Accept {
-        conn,
-        qp: qb,
-        params: AcceptParams::default(),
-    };
-    tb.call(Which::B, 0, op).expect("accept");
-    wait(&mut tb, Which::A, |e| {
-        matches!(e, Event::Established { .. })
-    });
+    tb.exec(Which::B, 0, move |cx| {
+        cx.accept(conn, qb, AcceptParams::default())
+    })
+    .expect("accept");
+    tb.wait_event(Which::A, |e| matches!(e, Event::Established { .. }));
+    // The QP goes to the app: its events are the app's from now on.
+    tb.exec(Which::A, 0, move |cx| cx.release(qa));
     let app = WriteLoop::new(qa, cqa, mra, mrb, len, depth, count);
     let stats = app.stats.clone();
     tb.call(Which::A, 0, Op::StartApp(AppBox(Box::new(app))))

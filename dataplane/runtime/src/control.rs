@@ -1,25 +1,20 @@
 //! The control path between the daemon's control thread and one dataplane core: two
-//! bounded lock-free rings, [`Command`]s in, [`Reply`]s and [`Notice`]s out.
+//! bounded lock-free rings, [`Command`]s in, [`Reply`]s out.
+//!
+//! The vocabulary is the daemon's and nothing more: start and stop an app, publish the
+//! counters, shut down. Verbs and connections are the apps' business (the shared-memory
+//! verbs service answers its clients' requests through its own rings), so they go
+//! through the engine's API inside the loop, where its doorbells follow by construction.
 //!
 //! The control thread holds a [`ControlHandle`] (blocking-with-timeout [`ControlHandle::call`],
-//! non-blocking [`ControlHandle::send`] and [`ControlHandle::poll_notice`]); the core holds
-//! the matching [`CoreControl`] and executes a bounded number of commands per loop
-//! iteration. A reply is never lost for want of room: the core takes a command only while
-//! the outbound ring has room for its reply, and notices leave that room free.
+//! non-blocking [`ControlHandle::send`]); the core holds the matching [`CoreControl`] and
+//! executes a bounded number of commands per loop iteration. A reply is never lost for
+//! want of room: the core takes a command only while the reply ring has room for its
+//! reply.
 
 use core::fmt;
-use core::net::SocketAddrV4;
-
-use iwarp_engine::{AcceptParams, CmError, ConnectParams, Event, PrivateData};
-use iwarp_rdma::mem::{MrAttr, MwType};
-use iwarp_rdma::srq::SrqModify;
-use iwarp_rdma::{QpAttr, QpInfo, QpModify};
-use iwarp_types::{ConnId, CqId, Cqe, PdId, QpId, RecvWr, SendWr, SrqId, Stag, VerbError};
 
 use crate::app::App;
-
-/// Most completions one [`Op::PollCq`] returns.
-pub const CQE_BATCH_MAX: usize = 16;
 
 /// Identifies an app started on a core.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -34,148 +29,19 @@ impl<M> fmt::Debug for AppBox<M> {
     }
 }
 
-/// What a command asks of the core. Verbs objects and connections belong to the engine of
-/// the command's port.
+/// What a command asks of the core. The core knows no verbs: verbs and connections reach
+/// an engine only through the apps it hosts (the shared-memory verbs service, the load
+/// generator), which call the engine's API from inside the loop.
 #[derive(Debug)]
 pub enum Op<M> {
-    /// Allocate a protection domain.
-    AllocPd,
-    /// Deallocate a protection domain.
-    DeallocPd(PdId),
-    /// Create a CQ of at least `depth` entries.
-    CreateCq {
-        /// Entries.
-        depth: u32,
-    },
-    /// Resize a CQ (modify CQ).
-    ResizeCq {
-        /// The CQ.
-        cq: CqId,
-        /// New depth.
-        depth: u32,
-    },
-    /// Destroy a CQ.
-    DestroyCq(CqId),
-    /// Create a QP (Idle).
-    CreateQp(QpAttr),
-    /// Modify a QP (rings its doorbell).
-    ModifyQp {
-        /// The QP.
-        qp: QpId,
-        /// What changes.
-        modify: QpModify,
-    },
-    /// Query a QP.
-    QueryQp(QpId),
-    /// Destroy a QP.
-    DestroyQp(QpId),
-    /// Create a shared receive queue.
-    CreateSrq {
-        /// Its PD.
-        pd: PdId,
-        /// Outstanding WRs.
-        max_wr: u32,
-        /// SGEs per WR.
-        max_sge: u32,
-        /// Limit (0: none).
-        limit: u32,
-    },
-    /// Modify a shared receive queue.
-    ModifySrq {
-        /// The SRQ.
-        srq: SrqId,
-        /// What changes.
-        modify: SrqModify,
-    },
-    /// Destroy a shared receive queue.
-    DestroySrq(SrqId),
-    /// Register a memory region over a region (`attr.region`) of the core's memory.
-    RegMr(MrAttr),
-    /// Deregister a memory region.
-    DeregMr(Stag),
-    /// Allocate a memory window.
-    AllocMw {
-        /// Its PD.
-        pd: PdId,
-        /// Type 1 or 2.
-        kind: MwType,
-    },
-    /// Deallocate a memory window.
-    DeallocMw(Stag),
-    /// Listen on a TCP port.
-    Listen {
-        /// The port.
-        port: u16,
-        /// Connections that may await accept at once.
-        backlog: usize,
-    },
-    /// Stop listening.
-    Unlisten(u16),
-    /// Active open of `qp` to `remote` from a local port whose return traffic the NIC
-    /// steers to this core.
-    Connect {
-        /// The QP (Idle).
-        qp: QpId,
-        /// The peer.
-        remote: SocketAddrV4,
-        /// MPA parameters.
-        params: ConnectParams,
-    },
-    /// Accept a connection reported by a `ConnectRequest` notice.
-    Accept {
-        /// The connection.
-        conn: ConnId,
-        /// The QP (Idle).
-        qp: QpId,
-        /// MPA parameters.
-        params: AcceptParams,
-    },
-    /// Reject a connection reported by a `ConnectRequest` notice.
-    Reject {
-        /// The connection.
-        conn: ConnId,
-        /// Private data of the MPA reject.
-        private_data: PrivateData,
-    },
-    /// Graceful close (FIN once the SQ drained).
-    Disconnect(QpId),
-    /// Abortive close (RST).
-    Abort(QpId),
-    /// Post a send-queue WR on a control-plane QP.
-    PostSend {
-        /// The QP.
-        qp: QpId,
-        /// The WR.
-        wr: SendWr,
-    },
-    /// Post a receive WR on a control-plane QP.
-    PostRecv {
-        /// The QP.
-        qp: QpId,
-        /// The WR.
-        wr: RecvWr,
-    },
-    /// Poll up to `max` (at most [`CQE_BATCH_MAX`]) completions.
-    PollCq {
-        /// The CQ.
-        cq: CqId,
-        /// Most completions wanted.
-        max: usize,
-    },
-    /// Arm a CQ for a `CqNotify` notice.
-    ReqNotifyCq {
-        /// The CQ.
-        cq: CqId,
-        /// Only solicited completions.
-        solicited_only: bool,
-    },
-    /// Publish the counters now (read them from the core's `CoreStats` afterwards).
-    Snapshot,
     /// Start an app bound to the command's port.
     StartApp(AppBox<M>),
     /// Stop an app (its `shutdown` is not called): the reply hands it back.
     StopApp(AppId),
-    /// Orderly shutdown: close everything, then the core's `run` returns.
+    /// Publish the counters now (read them from the core's `CoreStats` afterwards).
+    Snapshot,
+    /// Orderly shutdown: apps told to close their connections, then the core's `run`
+    /// returns.
     Shutdown {
         /// After this long, the connections still open are reset.
         grace_ms: u64,
@@ -194,67 +60,11 @@ pub struct Command<M> {
     pub op: Op<M>,
 }
 
-/// Completions returned by [`Op::PollCq`].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct CqeBatch {
-    len: usize,
-    cqes: [Option<Cqe>; CQE_BATCH_MAX],
-}
-
-impl CqeBatch {
-    /// The completions.
-    pub fn iter(&self) -> impl Iterator<Item = &Cqe> {
-        self.cqes[..self.len].iter().flatten()
-    }
-
-    /// Number of completions.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-
-    /// True if there are none.
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-
-    pub(crate) fn from_slice(cqes: &[Cqe]) -> CqeBatch {
-        let mut b = CqeBatch::default();
-        for (slot, c) in b.cqes.iter_mut().zip(cqes) {
-            *slot = Some(*c);
-            b.len += 1;
-        }
-        b
-    }
-}
-
 /// What a successful command returns.
-// Replies travel by value through a preallocated ring: boxing the larger variants would
-// make the core allocate per reply.
-#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Done<M> {
     /// Done, nothing to return.
     Ok,
-    /// A new PD.
-    Pd(PdId),
-    /// A new CQ and its depth.
-    Cq(CqId, u32),
-    /// A CQ's new depth.
-    CqDepth(u32),
-    /// A new QP and its attributes as allocated.
-    Qp(QpId, QpAttr),
-    /// Query QP.
-    QpInfo(QpInfo),
-    /// A new SRQ (id, WRs, SGEs) or an SRQ's new size.
-    Srq(SrqId, u32, u32),
-    /// The SRQ's new size.
-    SrqSize(u32),
-    /// A new STag (MR or MW).
-    Stag(Stag),
-    /// A connection started (`Connect`: with the local port chosen).
-    Conn(ConnId, u16),
-    /// Polled completions.
-    Cqes(CqeBatch),
     /// An app started.
     AppStarted(AppId),
     /// A stopped app, handed back.
@@ -264,24 +74,12 @@ pub enum Done<M> {
 /// Why a command failed (nothing changed) or a call gave up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ControlError {
-    /// The verbs layer refused.
-    Verb(VerbError),
-    /// Connection management refused.
-    Cm(CmError),
     /// No port with that index on the core.
     NoSuchPort,
     /// No app with that id.
     NoSuchApp,
     /// The core's app table is full.
     AppTableFull,
-    /// The core's table of control-plane QPs is full.
-    TableFull,
-    /// The memory region named by an MR does not exist in the core's memory.
-    NoSuchRegion,
-    /// No local port steers back to this core.
-    NoSteeredPort,
-    /// `PollCq` asked for more than [`CQE_BATCH_MAX`] or zero completions.
-    BadBatch,
     /// The core is shutting down.
     ShuttingDown,
     /// The command ring stayed full until the timeout.
@@ -300,18 +98,6 @@ impl fmt::Display for ControlError {
 
 impl std::error::Error for ControlError {}
 
-impl From<VerbError> for ControlError {
-    fn from(e: VerbError) -> ControlError {
-        ControlError::Verb(e)
-    }
-}
-
-impl From<CmError> for ControlError {
-    fn from(e: CmError) -> ControlError {
-        ControlError::Cm(e)
-    }
-}
-
 /// The answer to one command.
 #[derive(Debug)]
 pub struct Reply<M> {
@@ -321,26 +107,6 @@ pub struct Reply<M> {
     pub core: usize,
     /// The outcome.
     pub result: Result<Done<M>, ControlError>,
-}
-
-/// An engine event no app took, for the control plane.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Notice {
-    /// The core.
-    pub core: usize,
-    /// The port index on the core.
-    pub port: usize,
-    /// The event.
-    pub event: Event,
-}
-
-/// What travels from a core to the control thread.
-#[derive(Debug)]
-pub enum Outbound<M> {
-    /// The answer to a command.
-    Reply(Reply<M>),
-    /// An event.
-    Notice(Notice),
 }
 
 mod handle;
@@ -357,14 +123,14 @@ mod tests {
     fn call_times_out_when_nobody_answers() {
         let (mut h, core) = control_channel::<VecMemory>(0, 2, 4);
         let t = std::time::Instant::now();
-        let r = h.call(0, Op::AllocPd, StdDuration::from_millis(20));
+        let r = h.call(0, Op::Snapshot, StdDuration::from_millis(20));
         assert_eq!(r.unwrap_err(), ControlError::Timeout);
         assert!(t.elapsed() >= StdDuration::from_millis(20));
         assert!(t.elapsed() < StdDuration::from_secs(2));
         // The command is there; the command ring fills and a call then times out too.
-        h.send(0, Op::AllocPd).unwrap();
+        h.send(0, Op::Snapshot).unwrap();
         assert_eq!(
-            h.call(0, Op::AllocPd, StdDuration::from_millis(5))
+            h.call(0, Op::Snapshot, StdDuration::from_millis(5))
                 .unwrap_err(),
             ControlError::RingFull
         );
@@ -375,60 +141,53 @@ mod tests {
         let t = std::time::Instant::now();
         let (mut h, core) = control_channel::<VecMemory>(0, 2, 4);
         drop(core);
-        let r = h.call(0, Op::AllocPd, StdDuration::from_secs(30));
+        let r = h.call(0, Op::Snapshot, StdDuration::from_secs(30));
         assert_eq!(r.unwrap_err(), ControlError::CoreGone);
         assert!(t.elapsed() < StdDuration::from_secs(1));
     }
 
     #[test]
-    fn replies_match_ids_and_notices_are_kept() {
+    fn replies_match_ids_and_late_ones_are_kept() {
         let (mut h, core) = control_channel::<VecMemory>(3, 4, 8);
-        let id = h.send(1, Op::AllocPd).unwrap();
+        let first = h.send(1, Op::Snapshot).unwrap();
+        let second = h.send(0, Op::StopApp(AppId(7))).unwrap();
         let c = core.pop_command().unwrap();
-        assert_eq!((c.id, c.port), (id, 1));
-        let ev = Event::CqNotify(CqId(9));
-        assert!(core.push_notice(Notice {
+        assert_eq!((c.id, c.port), (first, 1));
+        let c = core.pop_command().unwrap();
+        assert_eq!((c.id, c.port), (second, 0));
+        assert!(core.push_reply(Reply {
+            id: second,
             core: 3,
-            port: 1,
-            event: ev
+            result: Err(ControlError::NoSuchApp)
         }));
         assert!(core.push_reply(Reply {
-            id,
+            id: first,
             core: 3,
-            result: Ok(Done::Pd(PdId(5)))
+            result: Ok(Done::Ok)
         }));
+        // Asked for the first, the second's reply (read on the way) waits its turn.
+        assert!(matches!(h.take_reply(first), Some(Ok(Done::Ok))));
         let r = h.poll_reply().unwrap();
-        assert!(matches!(r.result, Ok(Done::Pd(PdId(5)))));
-        assert_eq!(h.poll_notice().unwrap().event, ev);
-        assert!(h.poll_notice().is_none());
+        assert_eq!((r.id, r.core), (second, 3));
+        assert!(matches!(r.result, Err(ControlError::NoSuchApp)));
+        assert!(h.poll_reply().is_none());
     }
 
     #[test]
-    fn notices_leave_room_for_replies() {
-        let (_h, core) = control_channel::<VecMemory>(0, 2, 3);
-        let n = Notice {
-            core: 0,
-            port: 0,
-            event: Event::CqNotify(CqId(1)),
-        };
-        assert!(core.push_notice(n));
-        assert!(!core.push_notice(n), "two slots are kept for replies");
-        assert!(core.push_reply(Reply {
-            id: 1,
-            core: 0,
-            result: Ok(Done::Ok)
-        }));
-        assert!(core.push_reply(Reply {
-            id: 2,
-            core: 0,
-            result: Ok(Done::Ok)
-        }));
+    fn a_command_waits_while_its_reply_has_no_room() {
+        let (mut h, core) = control_channel::<VecMemory>(0, 2, 3);
+        for _ in 0..2 {
+            h.send(0, Op::Snapshot).unwrap();
+        }
+        for id in 1..=3 {
+            assert!(core.push_reply(Reply {
+                id: 100 + id,
+                core: 0,
+                result: Ok(Done::Ok)
+            }));
+        }
         assert!(core.pop_command().is_none(), "no room for another reply");
-    }
-
-    #[test]
-    fn cqe_batch_is_bounded() {
-        let b = CqeBatch::from_slice(&[]);
-        assert!(b.is_empty());
+        h.poll_reply().unwrap();
+        assert!(core.pop_command().is_some());
     }
 }

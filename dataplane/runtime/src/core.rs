@@ -4,22 +4,22 @@
 //! One iteration ([`Core::run_once`]): receive a burst per port and steer each frame
 //! (handle it, forward it to its owner, or handle and copy it for ARP); frames forwarded
 //! by other cores; a bounded number of control commands; due timers; the apps' `poll`;
-//! engine events (to the first app that takes them, else to the control thread as
-//! notices); transmit until the engine has nothing, the port has no buffer or the
+//! engine events (to the first app that takes them; one nobody takes is counted, and a
+//! connect request nobody takes is rejected); transmit until the engine has nothing, the port has no buffer or the
 //! per-iteration bound is reached, then flush. Nothing here allocates, locks or makes a
 //! system call per iteration (tables are sized at construction).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use iwarp_engine::{ConfigError, Engine, EngineConfig};
-use iwarp_types::{ConnId, Cqe, Duration, Instant, Memory, QpId, WcOpcode, WcStatus};
+use iwarp_types::{Cqe, Duration, Instant, Memory, QpId, WcOpcode, WcStatus};
 
 use crate::app::App;
 use crate::capture::CoreCapture;
 use crate::clock::Clock;
-use crate::control::{AppId, CoreControl, CQE_BATCH_MAX};
+use crate::control::{AppId, CoreControl};
 use crate::counters::{CorePlain, CoreStats, PortCounters, Snapshot};
 use crate::forward::ForwardEnds;
 use crate::io::FrameIo;
@@ -42,11 +42,6 @@ pub struct CoreConfig {
     pub events_per_iteration: usize,
     /// Apps the core hosts at most.
     pub max_apps: usize,
-    /// QPs created through control commands at most (all ports).
-    pub max_control_qps: usize,
-    /// Connections the control plane owns before they are established (awaiting accept,
-    /// or active opens in progress) at most; more connect requests are rejected.
-    pub max_pending_conns: usize,
     /// Counters are published at most this often (nanoseconds).
     pub stats_interval_ns: u64,
     /// Grace period of a shutdown requested by the stop flag (milliseconds).
@@ -69,8 +64,6 @@ impl Default for CoreConfig {
             commands_per_iteration: 8,
             events_per_iteration: 64,
             max_apps: 16,
-            max_control_qps: 1024,
-            max_pending_conns: 256,
             stats_interval_ns: 1_000_000,
             default_grace_ms: 5_000,
             abort_linger_ms: 50,
@@ -149,12 +142,10 @@ pub(crate) struct Port {
     pub(crate) io: Box<dyn FrameIo>,
     pub(crate) steering: Steering,
     pub(crate) counters: PortCounters,
-    pub(crate) local_ip: [u8; 4],
-    /// Established QPs (from `Established` to `Disconnected`) and whether the control
-    /// plane owns them.
-    pub(crate) live: HashMap<QpId, (ConnId, bool)>,
-    /// TCP ports the control plane listens on.
-    pub(crate) listening: Vec<u16>,
+    /// Established QPs (from `Established` to `Disconnected`), whichever app owns them:
+    /// the QP gauge, and what a shutdown resets when its grace period ends. Bounded by
+    /// the engine's connection table.
+    pub(crate) live: HashSet<QpId>,
 }
 
 /// An app and the port it is bound to.
@@ -162,15 +153,6 @@ pub(crate) struct AppSlot<M> {
     pub(crate) id: AppId,
     pub(crate) port: usize,
     pub(crate) app: Box<dyn App<M> + Send>,
-}
-
-/// A connection the control plane owns that is not established yet.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Pending {
-    /// Reported by a `ConnectRequest` notice, awaiting accept or reject.
-    Request(usize, ConnId),
-    /// Accepted or connecting on this QP.
-    Opening(usize, ConnId, QpId),
 }
 
 /// Shutdown progress.
@@ -220,14 +202,8 @@ pub struct Core<M: Memory> {
     pub(crate) next_publish: Instant,
     /// When the engines' QPs-by-state census is next refreshed.
     pub(crate) next_census: Instant,
-    /// QPs created through control commands: (port index, QP).
-    pub(crate) owned_qps: HashSet<(usize, QpId)>,
-    /// Established QPs no control command created (apps').
-    pub(crate) app_live_qps: u64,
-    pub(crate) pending: Vec<Pending>,
     pub(crate) shutdown: Option<ShutdownState>,
     pub(crate) finished: bool,
-    pub(crate) cqe_scratch: [Cqe; CQE_BATCH_MAX],
 }
 
 /// Least time between two QPs-by-state censuses of the published counters (each walks
@@ -277,17 +253,14 @@ impl<M: Memory> Core<M> {
                     engine_len: need,
                 });
             }
-            let live = HashMap::with_capacity(engine.config().max_conns);
-            let listening = Vec::with_capacity(engine.config().max_listeners);
+            let live = HashSet::with_capacity(engine.config().max_conns);
             out.push(Port {
                 id: p.port_id,
-                local_ip: engine.config().ipv4.octets(),
                 engine,
                 io: p.io,
                 steering: p.steering,
                 counters: PortCounters::default(),
                 live,
-                listening,
             });
         }
         let ids: Vec<u16> = out.iter().map(|p| p.id).collect();
@@ -311,12 +284,8 @@ impl<M: Memory> Core<M> {
             loop_counters: CorePlain::default(),
             next_publish: Instant::ZERO,
             next_census: Instant::ZERO,
-            owned_qps: HashSet::with_capacity(cfg.max_control_qps),
-            app_live_qps: 0,
-            pending: Vec::with_capacity(cfg.max_pending_conns),
             shutdown: None,
             finished: false,
-            cqe_scratch: [BLANK_CQE; CQE_BATCH_MAX],
             ports: out,
             mem,
             cfg,
@@ -456,19 +425,12 @@ impl<M: Memory> Core<M> {
             p.counters.take_checksums(&p.io.checksum_counters());
         }
         self.loop_counters.apps = self.apps.iter().flatten().count() as u64;
-        let qps = self.owned_qps.len() as u64 + self.app_live_qps;
+        let qps = self.ports.iter().map(|p| p.live.len() as u64).sum();
         self.stats.publish(
             &self.loop_counters,
             self.ports.iter().map(|p| &p.counters),
             qps,
         );
         self.next_publish = now + Duration::from_nanos(self.cfg.stats_interval_ns);
-    }
-}
-
-/// True if `p` is the pending connection `conn` of port `i`.
-pub(crate) fn pending_is(p: &Pending, i: usize, conn: ConnId) -> bool {
-    match *p {
-        Pending::Request(pi, c) | Pending::Opening(pi, c, _) => pi == i && c == conn,
     }
 }

@@ -72,12 +72,10 @@ counter_set! {
         busy_iterations,
         /// Control commands executed.
         commands,
-        /// Notices sent to the control thread.
-        notices,
-        /// Notices dropped because the outbound control ring was full.
-        notices_dropped,
         /// Engine events consumed by apps.
         events_to_apps,
+        /// Engine events no app took (a connect request among them is rejected).
+        events_unclaimed,
         /// Apps running.
         apps,
         /// Capture: frames copied to the capture ring.

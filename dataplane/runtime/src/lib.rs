@@ -3,20 +3,21 @@
 //! A dataplane core owns one engine per port, the QPs and TCP connections of those
 //! engines, and the memory the engines read and write. It talks to a port through
 //! [`FrameIo`] (implemented over DPDK by `iwarpd`, and in memory for tests), and hosts
-//! [`App`]s (the load generator, and later the shared-memory verbs clients) that drive
-//! the engine from inside the loop.
+//! [`App`]s (the shared-memory verbs service, the load generator) that drive the engine
+//! from inside the loop: verbs and connections reach an engine only through an app.
 //!
-//! - [`Core`] (`core.rs`, `core_exec.rs`, `core_shutdown.rs`): the loop, command
+//! - [`Core`] (`core.rs`, `core_io.rs`, `core_events.rs`, `core_exec.rs`,
+//!   `core_shutdown.rs`): the loop, frames in and out, engine events to apps, command
 //!   execution, orderly shutdown.
 //! - [`steer`]: symmetric Toeplitz (RSS) steering, the owner core of a frame.
 //! - [`forward`]: bounded rings that carry misdirected frames (and ARP copies) to their
 //!   owner core.
-//! - [`control`]: commands in, replies and notices out; [`ControlHandle`] for the control
-//!   thread. [`placement`]: which core gets a new QP.
+//! - [`control`]: commands in (start and stop apps, snapshot, shutdown), replies out;
+//!   [`ControlHandle`] for the control thread. [`placement`]: which core gets a new QP.
 //! - [`counters`]: per-core and per-port counters published as atomics; [`Snapshot`].
 //! - [`capture`]: per-core capture rings and the pcap writer thread.
-//! - [`memlink`]: an in-memory [`FrameIo`]; [`testutil`]: cores joined by it, for tests
-//!   and benchmarks.
+//! - [`memlink`]: an in-memory [`FrameIo`]; [`testutil`]: cores joined by it, and the
+//!   [`testutil::Console`] app through which tests run verbs on a core.
 #![forbid(unsafe_code)]
 
 pub mod app;
@@ -45,7 +46,7 @@ pub use crate::core::{Core, CoreConfig, CoreError, CoreLinks, PortSetup, Work};
 pub use app::App;
 pub use capture::{Capture, CaptureSummary, CaptureWriter, CoreCapture};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use control::{control_channel, Command, ControlError, ControlHandle, Done, Notice, Op, Reply};
+pub use control::{control_channel, Command, ControlError, ControlHandle, Done, Op, Reply};
 pub use counters::{CoreStats, Snapshot};
 pub use forward::ForwardMesh;
 pub use io::{ChecksumCounters, FrameIo, PortCaps, TxOutcome};

@@ -1,11 +1,16 @@
 //! Cores joined by a memory link, for tests and benchmarks: side A (198.18.0.1) and side
 //! B (198.18.0.2), each with one or more cores sharing one port (one link queue per core,
 //! RSS on the link and in software), each core with its own engine, memory (one arena,
-//! `RegionId(0)`), control rings, forward rings and optional capture ring.
+//! `RegionId(0)`), control rings, forward rings, optional capture ring and a
+//! [`Console`] app through which the test runs verbs on the core.
 //!
 //! [`Testbed`] runs every core on the calling thread with a manual clock; the
 //! [`SideParts`] it is built from are `Send`, so a side can instead be built and run on
 //! its own thread ([`CoreParts::build`], [`Core::run`]).
+
+mod console;
+
+pub use console::{Console, ConsoleCx, ConsoleHandle, Job, PortFilter};
 
 use core::net::Ipv4Addr;
 use iwarp_engine::EngineConfig;
@@ -80,10 +85,11 @@ pub struct CoreParts {
     control: CoreControl<VecMemory>,
     forward: ForwardEnds,
     capture: Option<crate::capture::CoreCapture>,
+    console: Console<VecMemory>,
 }
 
 impl CoreParts {
-    /// Builds the core (port id 0).
+    /// Builds the core (port id 0), its console started.
     pub fn build(self) -> Result<Core<VecMemory>, CoreError> {
         self.build_with_stats(None)
     }
@@ -105,7 +111,10 @@ impl CoreParts {
             capture: self.capture,
             stats,
         };
-        Core::new(self.cfg, self.mem, vec![port], links)
+        let mut core = Core::new(self.cfg, self.mem, vec![port], links)?;
+        core.start_app(0, Box::new(self.console))
+            .map_err(|_| CoreError::Config("max_apps: no room for the test console"))?;
+        Ok(core)
     }
 }
 
@@ -115,6 +124,8 @@ pub struct SideParts {
     pub cores: Vec<CoreParts>,
     /// Per core, the control thread's handle.
     pub handles: Vec<ControlHandle<VecMemory>>,
+    /// Per core, the test's end of its console.
+    pub consoles: Vec<ConsoleHandle<VecMemory>>,
     /// Capture rings of the side's cores, if configured.
     pub capture: Option<Capture>,
     /// Per core, puts crafted frames on its receive queue.
@@ -164,7 +175,7 @@ impl TestbedParts {
             ..cfg.link
         };
         let (qa, qb) = MemLink::multi_queue(&link).map_err(|e| CoreError::Config(e.field))?;
-        let side = |ip, mac, queues: Vec<MemPort>| -> Result<SideParts, CoreError> {
+        let side = |ip: Ipv4Addr, mac, queues: Vec<MemPort>| -> Result<SideParts, CoreError> {
             let mesh = ForwardMesh::new(n, cfg.forward_frames, link.frame_len_max);
             let capture = cfg
                 .capture
@@ -173,12 +184,18 @@ impl TestbedParts {
                 .map_err(|e| CoreError::Config(e.0))?;
             let mut cores = Vec::with_capacity(n);
             let mut handles = Vec::with_capacity(n);
+            let mut consoles = Vec::with_capacity(n);
             let injectors = queues.iter().map(MemPort::injector).collect();
             for (i, io) in queues.into_iter().enumerate() {
                 let (h, control) =
                     control_channel(i, cfg.control_commands, 4 * cfg.control_commands + 256);
                 let mut mem = VecMemory::new();
                 mem.add_arena(cfg.arena_bytes);
+                let (st, local) = (steering.clone(), ip.octets());
+                let filter: PortFilter =
+                    Box::new(move |rip, rport, p| st.owner(local, rip.octets(), p, rport) == i);
+                let (console, console_handle) = Console::new(Some(filter));
+                consoles.push(console_handle);
                 cores.push(CoreParts {
                     cfg: CoreConfig {
                         index: i,
@@ -191,12 +208,14 @@ impl TestbedParts {
                     control,
                     forward: mesh.ends(i),
                     capture: capture.as_ref().and_then(|c| c.core_end(i)),
+                    console,
                 });
                 handles.push(h);
             }
             Ok(SideParts {
                 cores,
                 handles,
+                consoles,
                 capture,
                 injectors,
             })
@@ -214,6 +233,8 @@ pub struct Side {
     pub cores: Vec<Core<VecMemory>>,
     /// Their control handles.
     pub handles: Vec<ControlHandle<VecMemory>>,
+    /// Their consoles.
+    pub consoles: Vec<ConsoleHandle<VecMemory>>,
     /// Their capture rings, if configured.
     pub capture: Option<Capture>,
     /// Per core, puts crafted frames on its receive queue.
@@ -231,6 +252,7 @@ impl SideParts {
         Ok(Side {
             cores,
             handles: self.handles,
+            consoles: self.consoles,
             capture: self.capture,
             injectors: self.injectors,
         })
@@ -334,6 +356,54 @@ impl Testbed {
             }
         }
         Err(ControlError::Timeout)
+    }
+
+    /// Runs `job` on a core through its console and steps until it ran (at most 1,000
+    /// steps; then panics: a test helper).
+    pub fn exec<R: Send + 'static>(
+        &mut self,
+        w: Which,
+        core: usize,
+        job: impl FnOnce(&mut ConsoleCx<'_, VecMemory>) -> R + Send + 'static,
+    ) -> R {
+        let console = self.side(w).consoles[core].clone();
+        let id = console.submit(job);
+        for _ in 0..1000 {
+            self.step();
+            if let Some(r) = console.take_result(id) {
+                return r;
+            }
+        }
+        panic!("the job on {w:?} core {core} did not run");
+    }
+
+    /// An event of a console of side `w` matching `f`, with its core, if one is kept.
+    pub fn take_event(
+        &mut self,
+        w: Which,
+        mut f: impl FnMut(&iwarp_engine::Event) -> bool,
+    ) -> Option<(usize, iwarp_engine::Event)> {
+        self.side(w)
+            .consoles
+            .iter()
+            .enumerate()
+            .find_map(|(i, c)| c.take_event(&mut f).map(|e| (i, e)))
+    }
+
+    /// Steps until a console of side `w` has an event matching `f` (at most 20,000
+    /// steps; then panics: a test helper).
+    pub fn wait_event(
+        &mut self,
+        w: Which,
+        mut f: impl FnMut(&iwarp_engine::Event) -> bool,
+    ) -> (usize, iwarp_engine::Event) {
+        for _ in 0..20_000 {
+            if let Some(e) = self.take_event(w, &mut f) {
+                return e;
+            }
+            self.step();
+        }
+        panic!("no matching event on {w:?}");
     }
 }
 

@@ -7,20 +7,18 @@ use std::time::Duration as StdDuration;
 
 use crossbeam_queue::ArrayQueue;
 
-use super::{Command, ControlError, Done, Notice, Op, Outbound, Reply};
+use super::{Command, ControlError, Done, Op, Reply};
 
 #[derive(Debug)]
 struct Rings<M> {
     cmd: ArrayQueue<Command<M>>,
-    out: ArrayQueue<Outbound<M>>,
-    /// Outbound slots notices must leave free (one reply per command the core may hold).
-    reply_reserve: usize,
+    out: ArrayQueue<Reply<M>>,
     /// Cleared when the core's end is dropped.
     core_alive: AtomicBool,
 }
 
-/// Creates the rings of one core: `commands` command slots, `outbound` reply/notice slots
-/// (at least `commands + 1`).
+/// Creates the rings of one core: `commands` command slots, `outbound` reply slots (at
+/// least `commands + 1`).
 pub fn control_channel<M>(
     core: usize,
     commands: usize,
@@ -31,7 +29,6 @@ pub fn control_channel<M>(
     let rings = Arc::new(Rings {
         cmd: ArrayQueue::new(commands),
         out: ArrayQueue::new(outbound),
-        reply_reserve: commands,
         core_alive: AtomicBool::new(true),
     });
     (
@@ -39,10 +36,7 @@ pub fn control_channel<M>(
             rings: Arc::clone(&rings),
             core,
             next_id: 1,
-            notices: VecDeque::new(),
             replies: VecDeque::new(),
-            notices_max: 65_536,
-            notices_lost: 0,
         },
         CoreControl { rings },
     )
@@ -65,16 +59,7 @@ impl<M> CoreControl<M> {
 
     /// Queues a reply (room was checked when its command was taken). False if lost.
     pub fn push_reply(&self, r: Reply<M>) -> bool {
-        self.rings.out.push(Outbound::Reply(r)).is_ok()
-    }
-
-    /// Queues a notice unless that would eat the room replies need. False if dropped.
-    pub fn push_notice(&self, n: Notice) -> bool {
-        let limit = self.rings.out.capacity() - self.rings.reply_reserve;
-        if self.rings.out.len() >= limit {
-            return false;
-        }
-        self.rings.out.push(Outbound::Notice(n)).is_ok()
+        self.rings.out.push(r).is_ok()
     }
 }
 
@@ -90,13 +75,12 @@ pub struct ControlHandle<M> {
     rings: Arc<Rings<M>>,
     core: usize,
     next_id: u64,
-    /// Notices read while waiting for a reply.
-    notices: VecDeque<Notice>,
-    /// Replies to `send` read while waiting for another reply.
+    /// Replies to `send` (or late replies) read while waiting for another reply.
     replies: VecDeque<Reply<M>>,
-    notices_max: usize,
-    notices_lost: u64,
 }
+
+/// Replies kept for [`ControlHandle::poll_reply`] at most; the oldest is dropped first.
+const KEPT_REPLIES_MAX: usize = 65_536;
 
 /// Waits a little longer each round: spin, then yield, then sleep (control thread only).
 fn backoff(round: u32) {
@@ -118,11 +102,6 @@ impl<M> ControlHandle<M> {
     /// False once the core's end is gone (its thread ended).
     pub fn core_alive(&self) -> bool {
         self.rings.core_alive.load(Ordering::Acquire)
-    }
-
-    /// Notices dropped on this side because too many were waiting unread.
-    pub fn notices_lost(&self) -> u64 {
-        self.notices_lost
     }
 
     /// Queues a command without waiting; returns its id. `RingFull` if there is no room.
@@ -168,7 +147,7 @@ impl<M> ControlHandle<M> {
                 }
             }
             match self.rings.out.pop() {
-                Some(Outbound::Reply(r)) if r.id == id => return r.result,
+                Some(r) if r.id == id => return r.result,
                 Some(other) => self.stash(other),
                 None => {
                     if !self.core_alive() && self.rings.out.is_empty() {
@@ -184,72 +163,30 @@ impl<M> ControlHandle<M> {
         }
     }
 
-    fn stash(&mut self, o: Outbound<M>) {
-        match o {
-            Outbound::Notice(n) => {
-                if self.notices.len() >= self.notices_max {
-                    self.notices.pop_front();
-                    self.notices_lost += 1;
-                }
-                self.notices.push_back(n);
-            }
-            // A reply to `send` (kept) or a late reply to a call that timed out (the
-            // caller gave up; bounded like notices).
-            Outbound::Reply(r) => {
-                if self.replies.len() >= self.notices_max {
-                    self.replies.pop_front();
-                }
-                self.replies.push_back(r);
-            }
+    /// Keeps a reply to `send`, or a late reply to a call that timed out (the caller
+    /// gave up), bounded.
+    fn stash(&mut self, r: Reply<M>) {
+        if self.replies.len() >= KEPT_REPLIES_MAX {
+            self.replies.pop_front();
         }
-    }
-
-    /// The next notice, without waiting.
-    pub fn poll_notice(&mut self) -> Option<Notice> {
-        while let Some(o) = self.rings.out.pop() {
-            self.stash(o);
-        }
-        self.notices.pop_front()
+        self.replies.push_back(r);
     }
 
     /// The next reply to a command queued with [`ControlHandle::send`], without waiting.
     pub fn poll_reply(&mut self) -> Option<Reply<M>> {
-        while let Some(o) = self.rings.out.pop() {
-            self.stash(o);
+        while let Some(r) = self.rings.out.pop() {
+            self.stash(r);
         }
         self.replies.pop_front()
     }
 
-    /// The reply to command `id` if it has arrived, without waiting (other replies and
-    /// notices stay queued).
+    /// The reply to command `id` if it has arrived, without waiting (other replies stay
+    /// queued).
     pub fn take_reply(&mut self, id: u64) -> Option<Result<Done<M>, ControlError>> {
-        while let Some(o) = self.rings.out.pop() {
-            self.stash(o);
+        while let Some(r) = self.rings.out.pop() {
+            self.stash(r);
         }
         let i = self.replies.iter().position(|r| r.id == id)?;
         self.replies.remove(i).map(|r| r.result)
-    }
-
-    /// Waits up to `timeout` for a notice matching `f`; other notices stay queued.
-    pub fn wait_notice(
-        &mut self,
-        timeout: StdDuration,
-        mut f: impl FnMut(&Notice) -> bool,
-    ) -> Option<Notice> {
-        let deadline = std::time::Instant::now() + timeout;
-        let mut round = 0;
-        loop {
-            while let Some(o) = self.rings.out.pop() {
-                self.stash(o);
-            }
-            if let Some(i) = self.notices.iter().position(&mut f) {
-                return self.notices.remove(i);
-            }
-            if std::time::Instant::now() >= deadline {
-                return None;
-            }
-            backoff(round);
-            round += 1;
-        }
     }
 }

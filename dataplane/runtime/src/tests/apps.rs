@@ -14,17 +14,12 @@ fn an_app_streams_writes_and_shuts_down_with_the_core() {
     let mut tb = Testbed::new(&TestbedConfig::default()).unwrap();
     let src = pattern(64 * 1024, 9);
     tb.a.cores[0].mem_mut().arena_mut(ARENA)[..src.len()].copy_from_slice(&src);
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: PORT,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    listen_all(&mut tb, Which::B);
     let a = verbs(&mut tb, Which::A, 0, 1 << 20);
     let c = connect(&mut tb, 0, a, 1 << 20);
+    // The console hands the QP to the app: its events are the app's from now on.
+    let qa = c.a.qp;
+    tb.exec(Which::A, 0, move |cx| cx.release(qa));
     let app = WriteLoop::new(c.a.qp, c.a.cq, c.a.mr, c.b.mr, 64 * 1024, 8, 50);
     let stats = app.stats.clone();
     let Done::AppStarted(_) = tb
@@ -37,7 +32,7 @@ fn an_app_streams_writes_and_shuts_down_with_the_core() {
     assert_eq!(stats.errors.load(Relaxed), 0);
     assert_eq!(&tb.b.cores[0].mem().arena(ARENA)[..64 * 1024], &src[..]);
     let s = tb.a.cores[0].final_snapshot(tb.clock.now());
-    assert_eq!(s.core.apps, 1);
+    assert_eq!(s.core.apps, 2, "the console and the app");
     assert!(s.total().c.bytes_tx > 50 * 64 * 1024, "{s}");
 
     // Shutdown: the app disconnects its QP, takes the Disconnected event, is idle.
@@ -45,17 +40,13 @@ fn an_app_streams_writes_and_shuts_down_with_the_core() {
         .unwrap();
     assert!(tb.run_until(100_000, |tb| tb.a.cores[0].is_finished()));
     let qb = c.b.qp;
-    wait_notice(
-        &mut tb,
+    tb.wait_event(
         Which::B,
-        |n| matches!(n.event, Event::Disconnected { qp, .. } if qp == qb),
+        |e| matches!(e, Event::Disconnected { qp, .. } if *qp == qb),
     );
-    let qa = c.a.qp;
     assert!(
-        take_notice(&mut tb, Which::A, |n| {
-            matches!(n.event, Event::Disconnected { qp, .. } if qp == qa)
-        })
-        .is_none(),
+        tb.take_event(Which::A, |e| matches!(e, Event::Disconnected { .. }))
+            .is_none(),
         "the app took its QP's event"
     );
 }

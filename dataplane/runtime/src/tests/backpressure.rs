@@ -7,7 +7,6 @@
 use iwarp_types::{SendOp, WcOpcode, WcStatus};
 
 use super::helpers::*;
-use crate::control::Op;
 use crate::memlink::MemLinkConfig;
 use crate::testutil::{Testbed, TestbedConfig, Which, ARENA};
 
@@ -29,15 +28,7 @@ fn a_port_without_buffers_slows_the_stream_and_loses_nothing() {
     let mut tb = Testbed::new(&cfg).unwrap();
     let src = pattern(LEN, 11);
     tb.a.cores[0].mem_mut().arena_mut(ARENA)[..LEN].copy_from_slice(&src);
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: PORT,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    listen_all(&mut tb, Which::B);
     let a = verbs(&mut tb, Which::A, 0, ARENA_LEN as u64);
     let c = connect(&mut tb, 0, a, ARENA_LEN as u64);
     let w = wr(
@@ -50,8 +41,7 @@ fn a_port_without_buffers_slows_the_stream_and_loses_nothing() {
         LEN as u32,
         c.a.mr,
     );
-    tb.call(Which::A, 0, Op::PostSend { qp: c.a.qp, wr: w })
-        .unwrap();
+    post_send(&mut tb, Which::A, 0, c.a.qp, w).unwrap();
     let cqe = wait_cqe(&mut tb, Which::A, 0, c.a.cq);
     assert_eq!(
         (cqe.wr_id, cqe.status, cqe.opcode),

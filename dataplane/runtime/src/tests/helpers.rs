@@ -1,17 +1,18 @@
-//! Verbs set-up and connection helpers over a [`Testbed`] (single-threaded).
+//! Verbs set-up and connection helpers over a [`Testbed`] (single-threaded), run on the
+//! cores through their consoles.
 
 use core::net::SocketAddrV4;
 use std::io::{self, Write};
 use std::sync::{Arc, Mutex};
-use std::time::Duration as StdDuration;
 
 use iwarp_engine::{AcceptParams, ConnectParams, Event};
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
-use iwarp_types::{Access, CqId, Cqe, PdId, QpId, SendWr, SgList, Sge, Stag, VecMemory};
+use iwarp_types::{
+    Access, CqId, Cqe, Memory, PdId, QpId, RecvWr, SendWr, SgList, Sge, Stag, VecMemory,
+};
 
-use crate::control::{Done, Notice, Op};
-use crate::testutil::{Testbed, Which, ARENA, IP_B};
+use crate::testutil::{ConsoleCx, Testbed, Which, ARENA, IP_B};
 
 /// The port B listens on.
 pub const PORT: u16 = 4791;
@@ -53,52 +54,36 @@ pub fn mr_attr(pd: PdId, len: u64) -> MrAttr {
     }
 }
 
-/// The ops that build [`Verbs`], run through any `call`.
-pub fn make_verbs(mut call: impl FnMut(Op<VecMemory>) -> Done<VecMemory>, arena_len: u64) -> Verbs {
-    let Done::Pd(pd) = call(Op::AllocPd) else {
-        panic!("alloc_pd")
-    };
-    let Done::Cq(cq, _) = call(Op::CreateCq { depth: 256 }) else {
-        panic!("create_cq")
-    };
-    let Done::Qp(qp, _) = call(Op::CreateQp(qp_attr(pd, cq))) else {
-        panic!("create_qp")
-    };
-    let Done::Stag(mr) = call(Op::RegMr(mr_attr(pd, arena_len))) else {
-        panic!("reg_mr")
-    };
+/// Builds [`Verbs`] in a console job (runs on the core).
+pub fn make_verbs(cx: &mut ConsoleCx<'_, VecMemory>, arena_len: u64) -> Verbs {
+    let rnic = cx.engine.rnic_mut();
+    let pd = rnic.alloc_pd().expect("alloc_pd");
+    let (cq, _) = rnic.create_cq(256).expect("create_cq");
+    let (qp, _) = rnic.create_qp(&qp_attr(pd, cq)).expect("create_qp");
+    let len = cx.mem.region_len(ARENA);
+    let mr = cx
+        .engine
+        .rnic_mut()
+        .reg_mr(&mr_attr(pd, arena_len), len)
+        .expect("reg_mr");
+    cx.own_qp(qp);
+    cx.own_cq(cq);
     Verbs { cq, qp, mr }
 }
 
 /// Verbs on a testbed core.
 pub fn verbs(tb: &mut Testbed, w: Which, core: usize, arena_len: u64) -> Verbs {
-    make_verbs(|op| tb.call(w, core, op).unwrap(), arena_len)
+    tb.exec(w, core, move |cx| make_verbs(cx, arena_len))
 }
 
-/// A notice matching `f` from any core of a side, if one is queued.
-pub fn take_notice(
-    tb: &mut Testbed,
-    w: Which,
-    mut f: impl FnMut(&Notice) -> bool,
-) -> Option<Notice> {
-    tb.side(w)
-        .handles
-        .iter_mut()
-        .find_map(|h| h.wait_notice(StdDuration::ZERO, &mut f))
-}
-
-/// Steps until a notice matching `f` arrives on side `w`.
-pub fn wait_notice(tb: &mut Testbed, w: Which, mut f: impl FnMut(&Notice) -> bool) -> Notice {
-    for _ in 0..20_000 {
-        if let Some(n) = take_notice(tb, w, &mut f) {
-            return n;
-        }
-        tb.step();
+/// Every core of side `w` listens on [`PORT`] through its console.
+pub fn listen_all(tb: &mut Testbed, w: Which) {
+    for core in 0..tb.side(w).cores.len() {
+        tb.exec(w, core, |cx| cx.listen(PORT, 16)).expect("listen");
     }
-    panic!("no matching notice on {w:?}");
 }
 
-/// One connection made through control commands.
+/// One connection made through the consoles.
 #[derive(Clone, Copy, Debug)]
 pub struct Connected {
     pub a_core: usize,
@@ -111,39 +96,36 @@ pub struct Connected {
 /// A's `a` (on `a_core`) connects to B:PORT; B accepts on a new QP of the core that got
 /// the request (which must already listen).
 pub fn connect(tb: &mut Testbed, a_core: usize, a: Verbs, arena_len: u64) -> Connected {
-    let op = Op::Connect {
-        qp: a.qp,
-        remote: SocketAddrV4::new(IP_B, PORT),
-        params: ConnectParams::default(),
-    };
-    let Done::Conn(a_conn, local_port) = tb.call(Which::A, a_core, op).unwrap() else {
-        panic!("connect")
-    };
-    let req = wait_notice(
-        tb,
+    let qa = a.qp;
+    let (a_conn, local_port) = tb
+        .exec(Which::A, a_core, move |cx| {
+            cx.connect(qa, SocketAddrV4::new(IP_B, PORT), ConnectParams::default())
+        })
+        .expect("connect");
+    let (b_core, req) = tb.wait_event(
         Which::B,
-        |n| matches!(n.event, Event::ConnectRequest { remote, .. } if remote.port() == local_port),
+        |e| matches!(e, Event::ConnectRequest { remote, .. } if remote.port() == local_port),
     );
-    let Event::ConnectRequest { conn, .. } = req.event else {
+    let Event::ConnectRequest { conn, .. } = req else {
         unreachable!()
     };
-    let b_core = req.core;
     let b = verbs(tb, Which::B, b_core, arena_len);
-    let op = Op::Accept {
-        conn,
-        qp: b.qp,
-        params: AcceptParams::default(),
-    };
-    tb.call(Which::B, b_core, op).unwrap();
-    let qa = a.qp;
-    let est = wait_notice(tb, Which::A, |n| {
-        matches!(n.event, Event::Established { qp, .. } if qp == qa) && n.core == a_core
-    });
-    assert!(matches!(est.event, Event::Established { conn, .. } if conn == a_conn));
     let qb = b.qp;
-    wait_notice(tb, Which::B, |n| {
-        matches!(n.event, Event::Established { qp, .. } if qp == qb) && n.core == b_core
-    });
+    tb.exec(Which::B, b_core, move |cx| {
+        cx.accept(conn, qb, AcceptParams::default())
+    })
+    .expect("accept");
+    let (core, est) = tb.wait_event(
+        Which::A,
+        |e| matches!(e, Event::Established { qp, .. } if *qp == qa),
+    );
+    assert_eq!(core, a_core);
+    assert!(matches!(est, Event::Established { conn, .. } if conn == a_conn));
+    let (core, _) = tb.wait_event(
+        Which::B,
+        |e| matches!(e, Event::Established { qp, .. } if *qp == qb),
+    );
+    assert_eq!(core, b_core);
     Connected {
         a_core,
         a,
@@ -151,6 +133,28 @@ pub fn connect(tb: &mut Testbed, a_core: usize, a: Verbs, arena_len: u64) -> Con
         b_core,
         b,
     }
+}
+
+/// Posts `wr` on `qp` of a core; the engine's answer.
+pub fn post_send(
+    tb: &mut Testbed,
+    w: Which,
+    core: usize,
+    qp: QpId,
+    wr: SendWr,
+) -> Result<(), iwarp_types::VerbError> {
+    tb.exec(w, core, move |cx| cx.engine.post_send(qp, &wr))
+}
+
+/// Posts a receive WR on `qp` of a core; the engine's answer.
+pub fn post_recv(
+    tb: &mut Testbed,
+    w: Which,
+    core: usize,
+    qp: QpId,
+    wr: RecvWr,
+) -> Result<(), iwarp_types::VerbError> {
+    tb.exec(w, core, move |cx| cx.engine.post_recv(qp, &wr))
 }
 
 /// A signalled send-queue WR with one SGE.
@@ -167,13 +171,16 @@ pub fn wr(id: u64, op: iwarp_types::SendOp, addr: u64, len: u32, lkey: Stag) -> 
     }
 }
 
-/// Steps until a completion shows up on `cq` of a core (polled through commands).
+/// Steps until a completion shows up on `cq` of a core (polled through its console).
 pub fn wait_cqe(tb: &mut Testbed, w: Which, core: usize, cq: CqId) -> Cqe {
     for _ in 0..20_000 {
-        if let Done::Cqes(b) = tb.call(w, core, Op::PollCq { cq, max: 1 }).unwrap() {
-            if let Some(c) = b.iter().next() {
-                return *c;
-            }
+        let polled = tb.exec(w, core, move |cx| {
+            let mut one = [crate::core::BLANK_CQE];
+            let n = cx.engine.rnic_mut().poll_cq(cq, &mut one).expect("poll_cq");
+            (n == 1).then_some(one[0])
+        });
+        if let Some(c) = polled {
+            return c;
         }
     }
     panic!("no completion on {w:?} core {core}");

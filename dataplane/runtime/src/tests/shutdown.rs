@@ -10,15 +10,7 @@ use crate::testutil::{Testbed, TestbedConfig, Which};
 
 fn connected() -> (Testbed, Connected) {
     let mut tb = Testbed::new(&TestbedConfig::default()).unwrap();
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: PORT,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    listen_all(&mut tb, Which::B);
     let a = verbs(&mut tb, Which::A, 0, 1 << 20);
     let c = connect(&mut tb, 0, a, 1 << 20);
     (tb, c)
@@ -38,8 +30,7 @@ fn shutdown_drains_the_sq_then_closes_with_a_fin() {
         64 * 1024,
         c.a.mr,
     );
-    tb.call(Which::A, 0, Op::PostSend { qp: c.a.qp, wr: w })
-        .unwrap();
+    post_send(&mut tb, Which::A, 0, c.a.qp, w).unwrap();
     let start = tb.clock.now();
     tb.a.handles[0]
         .send(0, Op::Shutdown { grace_ms: 2_000 })
@@ -48,10 +39,9 @@ fn shutdown_drains_the_sq_then_closes_with_a_fin() {
     let took = tb.clock.now().saturating_since(start);
     assert!(took < Duration::from_millis(2_000), "{took:?}");
     let qb = c.b.qp;
-    wait_notice(
-        &mut tb,
+    tb.wait_event(
         Which::B,
-        |n| matches!(n.event, Event::Disconnected { qp, .. } if qp == qb),
+        |e| matches!(e, Event::Disconnected { qp, .. } if *qp == qb),
     );
     let s = tb.a.cores[0].final_snapshot(tb.clock.now());
     let t = s.total();
@@ -102,18 +92,16 @@ fn a_silent_peer_is_reset_when_the_grace_period_ends() {
 
 #[test]
 fn commands_after_shutdown_are_refused() {
-    let (mut tb, _c) = connected();
+    let (mut tb, c) = connected();
     tb.a.handles[0]
         .send(0, Op::Shutdown { grace_ms: 1_000 })
         .unwrap();
     tb.step();
+    let app = crate::testutil::WriteLoop::new(c.a.qp, c.a.cq, c.a.mr, c.b.mr, 1, 1, 0);
     let r = tb.call(
         Which::A,
         0,
-        Op::Listen {
-            port: 9,
-            backlog: 1,
-        },
+        Op::StartApp(crate::control::AppBox(Box::new(app))),
     );
     assert_eq!(r.unwrap_err(), crate::control::ControlError::ShuttingDown);
 }

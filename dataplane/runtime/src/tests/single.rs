@@ -1,13 +1,13 @@
 //! One core per side, single-threaded, manual clock.
 
 use iwarp_engine::Event;
-use iwarp_types::{RecvWr, SendOp, SgList, Sge, WcOpcode, WcStatus};
+use iwarp_types::{Memory, RecvWr, SendOp, SgList, Sge, WcOpcode, WcStatus};
 use iwarp_wire::pcap::{PcapReader, TsResolution};
 
 use super::frames::echo_request;
 use super::helpers::*;
 use crate::capture::CaptureWriter;
-use crate::control::{ControlError, Done, Op};
+use crate::control::{AppBox, AppId, ControlError, Op};
 use crate::testutil::{Testbed, TestbedConfig, Which, ARENA, IP_A, IP_B};
 
 const ARENA_LEN: usize = 1 << 20;
@@ -30,15 +30,7 @@ fn write_read_send_move_the_right_bytes_and_everything_is_captured() {
 
     let src = pattern(64 * 1024, 7);
     tb.a.cores[0].mem_mut().arena_mut(ARENA)[..src.len()].copy_from_slice(&src);
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: PORT,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    listen_all(&mut tb, Which::B);
     let a = verbs(&mut tb, Which::A, 0, ARENA_LEN as u64);
     let c = connect(&mut tb, 0, a, ARENA_LEN as u64);
 
@@ -53,8 +45,7 @@ fn write_read_send_move_the_right_bytes_and_everything_is_captured() {
         32 * 1024,
         c.a.mr,
     );
-    tb.call(Which::A, 0, Op::PostSend { qp: c.a.qp, wr: w })
-        .unwrap();
+    post_send(&mut tb, Which::A, 0, c.a.qp, w).unwrap();
     let cqe = wait_cqe(&mut tb, Which::A, 0, c.a.cq);
     assert_eq!(
         (cqe.wr_id, cqe.status, cqe.opcode),
@@ -74,18 +65,9 @@ fn write_read_send_move_the_right_bytes_and_everything_is_captured() {
             lkey: c.b.mr,
         }),
     };
-    tb.call(
-        Which::B,
-        0,
-        Op::PostRecv {
-            qp: c.b.qp,
-            wr: recv,
-        },
-    )
-    .unwrap();
+    post_recv(&mut tb, Which::B, 0, c.b.qp, recv).unwrap();
     let s = wr(3, SendOp::Send, 32 * 1024, 8 * 1024, c.a.mr);
-    tb.call(Which::A, 0, Op::PostSend { qp: c.a.qp, wr: s })
-        .unwrap();
+    post_send(&mut tb, Which::A, 0, c.a.qp, s).unwrap();
     let rc = wait_cqe(&mut tb, Which::B, 0, c.b.cq);
     assert_eq!(
         (rc.wr_id, rc.status, rc.byte_len),
@@ -107,8 +89,7 @@ fn write_read_send_move_the_right_bytes_and_everything_is_captured() {
         32 * 1024,
         c.a.mr,
     );
-    tb.call(Which::A, 0, Op::PostSend { qp: c.a.qp, wr: r })
-        .unwrap();
+    post_send(&mut tb, Which::A, 0, c.a.qp, r).unwrap();
     let cqe = wait_cqe(&mut tb, Which::A, 0, c.a.cq);
     assert_eq!(
         (cqe.wr_id, cqe.status, cqe.opcode),
@@ -184,74 +165,104 @@ fn a_ping_is_answered_and_the_reply_captured() {
 #[test]
 fn bad_commands_get_errors_not_panics() {
     let mut tb = testbed(false);
-    let bad = tb.call(Which::A, 0, Op::DestroyQp(iwarp_types::QpId(99)));
-    assert!(matches!(bad, Err(ControlError::Verb(_))));
-    let Done::Pd(pd) = tb.call(Which::A, 0, Op::AllocPd).unwrap() else {
-        panic!()
-    };
-    let mut attr = mr_attr(pd, 16);
-    attr.region = iwarp_types::RegionId(7);
-    assert_eq!(
-        tb.call(Which::A, 0, Op::RegMr(attr)).unwrap_err(),
-        ControlError::NoSuchRegion
-    );
-    let h = &mut tb.a.handles[0];
-    h.send(5, Op::AllocPd).unwrap();
+    // The core's vocabulary: a command for a port it does not have, an app it does not
+    // host.
+    tb.a.handles[0]
+        .send(5, Op::StartApp(AppBox(Box::new(idle_app()))))
+        .unwrap();
     tb.step();
     let r = tb.a.handles[0].poll_reply().unwrap();
     assert_eq!(r.result.unwrap_err(), ControlError::NoSuchPort);
-    let poll = Op::PollCq {
-        cq: iwarp_types::CqId(1),
-        max: 100,
-    };
     assert_eq!(
-        tb.call(Which::A, 0, poll).unwrap_err(),
-        ControlError::BadBatch
+        tb.call(Which::A, 0, Op::StopApp(AppId(4242))).unwrap_err(),
+        ControlError::NoSuchApp
     );
-    // Connecting an unknown QP is refused by CM.
-    let op = Op::Connect {
-        qp: iwarp_types::QpId(12345),
-        remote: core::net::SocketAddrV4::new(IP_B, PORT),
-        params: Default::default(),
-    };
-    assert!(matches!(tb.call(Which::A, 0, op), Err(ControlError::Cm(_))));
+    // Verbs and CM refuse through the engine's API, which apps call.
+    let (destroy, region, connect) = tb.exec(Which::A, 0, |cx| {
+        let destroy = cx.engine.rnic_mut().destroy_qp(iwarp_types::QpId(99));
+        let pd = cx.engine.rnic_mut().alloc_pd().unwrap();
+        let mut attr = mr_attr(pd, 16);
+        attr.region = iwarp_types::RegionId(7);
+        let len = cx.mem.region_len(attr.region);
+        let region = cx.engine.rnic_mut().reg_mr(&attr, len);
+        let connect = cx.connect(
+            iwarp_types::QpId(12345),
+            core::net::SocketAddrV4::new(IP_B, PORT),
+            Default::default(),
+        );
+        (destroy, region, connect)
+    });
+    assert!(destroy.is_err());
+    assert!(
+        region.is_err(),
+        "an MR over a region the core does not have"
+    );
+    assert!(connect.is_err(), "CM refuses an unknown QP");
 }
 
 #[test]
-fn a_connect_request_nobody_takes_is_a_notice_and_reject_works() {
+fn a_connect_request_no_app_takes_is_rejected() {
     let mut tb = testbed(false);
-    tb.call(
-        Which::B,
-        0,
-        Op::Listen {
-            port: PORT,
-            backlog: 8,
-        },
-    )
-    .unwrap();
+    // B listens without telling its console: no app takes the request.
+    tb.exec(Which::B, 0, |cx| cx.engine.listen(PORT, 8))
+        .unwrap();
     let a = verbs(&mut tb, Which::A, 0, 4096);
-    let op = Op::Connect {
-        qp: a.qp,
-        remote: core::net::SocketAddrV4::new(IP_B, PORT),
-        params: Default::default(),
-    };
-    tb.call(Which::A, 0, op).unwrap();
-    let req = wait_notice(&mut tb, Which::B, |n| {
-        matches!(n.event, Event::ConnectRequest { .. })
+    let qa = a.qp;
+    tb.exec(Which::A, 0, move |cx| {
+        cx.connect(
+            qa,
+            core::net::SocketAddrV4::new(IP_B, PORT),
+            Default::default(),
+        )
+    })
+    .unwrap();
+    let (_, ev) = tb.wait_event(Which::A, |e| {
+        matches!(e, Event::Rejected { .. } | Event::ConnectFailed { .. })
     });
-    let Event::ConnectRequest { conn, .. } = req.event else {
+    assert!(matches!(ev, Event::Rejected { .. }), "{ev:?}");
+    let s = tb.b.cores[0].final_snapshot(tb.clock.now());
+    assert!(s.core.events_unclaimed >= 1, "{s}");
+}
+
+#[test]
+fn reject_answers_the_peer_with_its_private_data() {
+    let mut tb = testbed(false);
+    listen_all(&mut tb, Which::B);
+    let a = verbs(&mut tb, Which::A, 0, 4096);
+    let qa = a.qp;
+    tb.exec(Which::A, 0, move |cx| {
+        cx.connect(
+            qa,
+            core::net::SocketAddrV4::new(IP_B, PORT),
+            Default::default(),
+        )
+    })
+    .unwrap();
+    let (_, req) = tb.wait_event(Which::B, |e| matches!(e, Event::ConnectRequest { .. }));
+    let Event::ConnectRequest { conn, .. } = req else {
         unreachable!()
     };
-    let op = Op::Reject {
-        conn,
-        private_data: iwarp_engine::PrivateData::new(b"no").unwrap(),
-    };
-    tb.call(Which::B, 0, op).unwrap();
-    let n = wait_notice(&mut tb, Which::A, |n| {
-        matches!(n.event, Event::Rejected { .. })
-    });
-    let Event::Rejected { private_data, .. } = n.event else {
+    tb.exec(Which::B, 0, move |cx| {
+        let pd = iwarp_engine::PrivateData::new(b"no").unwrap();
+        cx.engine.reject(cx.now, conn, pd)
+    })
+    .unwrap();
+    let (_, ev) = tb.wait_event(Which::A, |e| matches!(e, Event::Rejected { .. }));
+    let Event::Rejected { private_data, .. } = ev else {
         unreachable!()
     };
     assert_eq!(private_data.as_slice(), b"no");
+}
+
+/// An app that does nothing.
+fn idle_app() -> crate::testutil::WriteLoop {
+    crate::testutil::WriteLoop::new(
+        iwarp_types::QpId(1),
+        iwarp_types::CqId(1),
+        iwarp_types::Stag(0),
+        iwarp_types::Stag(0),
+        1,
+        1,
+        0,
+    )
 }

@@ -29,16 +29,8 @@ fn testbed(rss: bool, forward_frames: usize) -> Testbed {
 /// Opens `CONNS_PER_CORE` connections from each A core, writes 4 KiB on each and checks
 /// the bytes; returns the connections.
 fn connect_and_write(tb: &mut Testbed) -> Vec<Connected> {
+    listen_all(tb, Which::B);
     for c in 0..2 {
-        tb.call(
-            Which::B,
-            c,
-            crate::control::Op::Listen {
-                port: PORT,
-                backlog: 16,
-            },
-        )
-        .unwrap();
         let p = pattern(ARENA_LEN, c as u8 + 1);
         tb.a.cores[c].mem_mut().arena_mut(ARENA).copy_from_slice(&p);
     }
@@ -60,12 +52,7 @@ fn connect_and_write(tb: &mut Testbed) -> Vec<Connected> {
             4096,
             c.a.mr,
         );
-        tb.call(
-            Which::A,
-            c.a_core,
-            crate::control::Op::PostSend { qp: c.a.qp, wr: w },
-        )
-        .unwrap();
+        post_send(tb, Which::A, c.a_core, c.a.qp, w).unwrap();
         let cqe = wait_cqe(tb, Which::A, c.a_core, c.a.cq);
         assert_eq!((cqe.wr_id, cqe.status), (i as u64, WcStatus::Success));
         let src = &tb.a.cores[c.a_core].mem().arena(ARENA)[off as usize..off as usize + 4096];

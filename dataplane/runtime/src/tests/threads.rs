@@ -1,5 +1,6 @@
 //! Each side's core on its own thread with the real clock; the test thread is the
-//! control thread and talks to the cores only through their control handles.
+//! control thread and talks to the cores only through their control handles and their
+//! consoles.
 
 use core::net::SocketAddrV4;
 use std::sync::atomic::AtomicBool;
@@ -7,13 +8,13 @@ use std::sync::Arc;
 use std::time::Duration as StdDuration;
 
 use iwarp_engine::{AcceptParams, ConnectParams, Event};
-use iwarp_types::{CqId, Cqe, RecvWr, SendOp, SgList, Sge, VecMemory, WcStatus};
+use iwarp_types::{CqId, Cqe, RecvWr, SendOp, SendWr, SgList, Sge, VecMemory, WcStatus};
 
 use super::helpers::*;
 use crate::clock::SystemClock;
-use crate::control::{ControlError, ControlHandle, Done, Op};
+use crate::control::{ControlError, Op};
 use crate::counters::Snapshot;
-use crate::testutil::{CoreParts, TestbedConfig, TestbedParts, ARENA, IP_B};
+use crate::testutil::{ConsoleHandle, CoreParts, TestbedConfig, TestbedParts, ARENA, IP_B};
 
 const T: StdDuration = StdDuration::from_secs(10);
 const ARENA_LEN: usize = 1 << 20;
@@ -28,17 +29,18 @@ fn spawn(parts: CoreParts) -> std::thread::JoinHandle<(Snapshot, VecMemory)> {
     })
 }
 
-fn call(h: &mut ControlHandle<VecMemory>, op: Op<VecMemory>) -> Done<VecMemory> {
-    h.call(0, op, T).unwrap()
-}
-
-fn wait_cqe(h: &mut ControlHandle<VecMemory>, cq: CqId) -> Cqe {
+fn wait_cqe(c: &ConsoleHandle<VecMemory>, cq: CqId) -> Cqe {
     let deadline = std::time::Instant::now() + T;
     while std::time::Instant::now() < deadline {
-        if let Done::Cqes(b) = call(h, Op::PollCq { cq, max: 1 }) {
-            if let Some(c) = b.iter().next() {
-                return *c;
-            }
+        let polled = c
+            .run(T, move |cx| {
+                let mut one = [crate::core::BLANK_CQE];
+                let n = cx.engine.rnic_mut().poll_cq(cq, &mut one).expect("poll_cq");
+                (n == 1).then_some(one[0])
+            })
+            .expect("the core runs jobs");
+        if let Some(c) = polled {
+            return c;
         }
         std::thread::sleep(StdDuration::from_micros(200));
     }
@@ -62,42 +64,41 @@ fn two_cores_on_two_threads_move_verified_bytes() {
     let pb = parts.b.cores.pop().unwrap();
     let mut ha = parts.a.handles.pop().unwrap();
     let mut hb = parts.b.handles.pop().unwrap();
+    let ca = parts.a.consoles.pop().unwrap();
+    let cb = parts.b.consoles.pop().unwrap();
     let ta = spawn(pa);
     let tb = spawn(pb);
 
-    call(
-        &mut hb,
-        Op::Listen {
-            port: PORT,
-            backlog: 4,
-        },
-    );
-    let a = make_verbs(|op| call(&mut ha, op), ARENA_LEN as u64);
-    let b = make_verbs(|op| call(&mut hb, op), ARENA_LEN as u64);
-    let op = Op::Connect {
-        qp: a.qp,
-        remote: SocketAddrV4::new(IP_B, PORT),
-        params: ConnectParams::default(),
-    };
-    call(&mut ha, op);
-    let req = hb
-        .wait_notice(T, |n| matches!(n.event, Event::ConnectRequest { .. }))
+    cb.run(T, |cx| cx.listen(PORT, 4)).unwrap().unwrap();
+    let a = ca.run(T, |cx| make_verbs(cx, ARENA_LEN as u64)).unwrap();
+    let b = cb.run(T, |cx| make_verbs(cx, ARENA_LEN as u64)).unwrap();
+    let qa = a.qp;
+    ca.run(T, move |cx| {
+        cx.connect(qa, SocketAddrV4::new(IP_B, PORT), ConnectParams::default())
+    })
+    .unwrap()
+    .unwrap();
+    let req = cb
+        .wait_event(T, |e| matches!(e, Event::ConnectRequest { .. }))
         .expect("connect request");
-    let Event::ConnectRequest { conn, .. } = req.event else {
+    let Event::ConnectRequest { conn, .. } = req else {
         unreachable!()
     };
-    let op = Op::Accept {
-        conn,
-        qp: b.qp,
-        params: AcceptParams::default(),
-    };
-    call(&mut hb, op);
-    ha.wait_notice(T, |n| matches!(n.event, Event::Established { .. }))
+    let qb = b.qp;
+    cb.run(T, move |cx| cx.accept(conn, qb, AcceptParams::default()))
+        .unwrap()
+        .unwrap();
+    ca.wait_event(T, |e| matches!(e, Event::Established { .. }))
         .expect("A established");
-    hb.wait_notice(T, |n| matches!(n.event, Event::Established { .. }))
+    cb.wait_event(T, |e| matches!(e, Event::Established { .. }))
         .expect("B established");
 
     // WRITE A[0..32K] -> B[0..32K]; SEND A[32K..40K] -> B[64K..]; READ B[0..32K] -> A[128K..].
+    let post = |c: &ConsoleHandle<VecMemory>, qp, w: SendWr| {
+        c.run(T, move |cx| cx.engine.post_send(qp, &w))
+            .unwrap()
+            .unwrap()
+    };
     let w = wr(
         1,
         SendOp::Write {
@@ -108,8 +109,8 @@ fn two_cores_on_two_threads_move_verified_bytes() {
         32 * 1024,
         a.mr,
     );
-    call(&mut ha, Op::PostSend { qp: a.qp, wr: w });
-    assert_eq!(wait_cqe(&mut ha, a.cq).status, WcStatus::Success);
+    post(&ca, a.qp, w);
+    assert_eq!(wait_cqe(&ca, a.cq).status, WcStatus::Success);
     let recv = RecvWr {
         wr_id: 2,
         sgl: SgList::single(Sge {
@@ -118,11 +119,13 @@ fn two_cores_on_two_threads_move_verified_bytes() {
             lkey: b.mr,
         }),
     };
-    call(&mut hb, Op::PostRecv { qp: b.qp, wr: recv });
+    cb.run(T, move |cx| cx.engine.post_recv(qb, &recv))
+        .unwrap()
+        .unwrap();
     let s = wr(3, SendOp::Send, 32 * 1024, 8 * 1024, a.mr);
-    call(&mut ha, Op::PostSend { qp: a.qp, wr: s });
-    assert_eq!(wait_cqe(&mut hb, b.cq).byte_len, 8 * 1024);
-    assert_eq!(wait_cqe(&mut ha, a.cq).wr_id, 3);
+    post(&ca, a.qp, s);
+    assert_eq!(wait_cqe(&cb, b.cq).byte_len, 8 * 1024);
+    assert_eq!(wait_cqe(&ca, a.cq).wr_id, 3);
     let r = wr(
         4,
         SendOp::Read {
@@ -134,16 +137,16 @@ fn two_cores_on_two_threads_move_verified_bytes() {
         32 * 1024,
         a.mr,
     );
-    call(&mut ha, Op::PostSend { qp: a.qp, wr: r });
-    let cqe = wait_cqe(&mut ha, a.cq);
+    post(&ca, a.qp, r);
+    let cqe = wait_cqe(&ca, a.cq);
     assert_eq!((cqe.wr_id, cqe.status), (4, WcStatus::Success));
 
     // Orderly shutdown of A: B sees the connection close.
-    call(&mut ha, Op::Shutdown { grace_ms: 3_000 });
-    hb.wait_notice(T, |n| matches!(n.event, Event::Disconnected { .. }))
+    ha.call(0, Op::Shutdown { grace_ms: 3_000 }, T).unwrap();
+    cb.wait_event(T, |e| matches!(e, Event::Disconnected { .. }))
         .expect("B sees Disconnected");
     let (sa, mem_a) = ta.join().unwrap();
-    call(&mut hb, Op::Shutdown { grace_ms: 3_000 });
+    hb.call(0, Op::Shutdown { grace_ms: 3_000 }, T).unwrap();
     let (sb, mem_b) = tb.join().unwrap();
 
     let (ma, mb) = (mem_a.arena(ARENA), mem_b.arena(ARENA));
@@ -156,7 +159,7 @@ fn two_cores_on_two_threads_move_verified_bytes() {
 
     // The core is gone: a call fails cleanly instead of hanging.
     let t = std::time::Instant::now();
-    let r = ha.call(0, Op::AllocPd, StdDuration::from_millis(50));
+    let r = ha.call(0, Op::Snapshot, StdDuration::from_millis(50));
     assert_eq!(r.unwrap_err(), ControlError::CoreGone);
     assert!(t.elapsed() < StdDuration::from_secs(2));
     assert!(!ha.core_alive());
@@ -222,7 +225,7 @@ fn a_call_to_a_stopped_core_times_out() {
     });
     done_rx.recv_timeout(T).unwrap();
     let start = std::time::Instant::now();
-    let r = h.call(0, Op::AllocPd, StdDuration::from_millis(100));
+    let r = h.call(0, Op::Snapshot, StdDuration::from_millis(100));
     assert_eq!(r.unwrap_err(), ControlError::Timeout);
     let took = start.elapsed();
     assert!(took >= StdDuration::from_millis(100) && took < StdDuration::from_secs(3));
