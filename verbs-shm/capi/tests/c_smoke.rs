@@ -64,7 +64,7 @@ fn words(line: &str) -> Vec<String> {
 #[test]
 fn a_c_program_drives_the_library() {
     let exe = build_smoke();
-    let fake = FakeDaemon::start("smoke");
+    let fake = FakeDaemon::listen("smoke");
     let mut child = Command::new(&exe)
         .arg(&fake.socket)
         .stdin(Stdio::piped())
@@ -118,6 +118,7 @@ fn a_c_program_drives_the_library() {
 
     fake.push_cqe(
         cq,
+        0,
         &Cqe {
             wr_id: 7,
             status: WcStatus::Success,

@@ -18,7 +18,7 @@ use iwarp_verbs_capi::*;
 
 #[test]
 fn connection_manager_events() {
-    let fake = FakeDaemon::start("cm");
+    let fake = FakeDaemon::listen("cm");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {
@@ -173,7 +173,7 @@ fn connection_manager_events() {
 
 #[test]
 fn async_events_and_a_daemon_that_dies() {
-    let fake = FakeDaemon::start("gone");
+    let fake = FakeDaemon::listen("gone");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {

@@ -17,7 +17,7 @@ use iwarp_verbs_capi::*;
 
 #[test]
 fn work_requests_completions_and_notifications() {
-    let fake = FakeDaemon::start("data");
+    let fake = FakeDaemon::listen("data");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {
@@ -180,6 +180,7 @@ fn work_requests_completions_and_notifications() {
         for i in 0..3u64 {
             fake.push_cqe(
                 h,
+                0,
                 &Cqe {
                     wr_id: 100 + i,
                     status: if i == 2 {
@@ -214,9 +215,9 @@ fn work_requests_completions_and_notifications() {
         // Notification: armed, fired, delivered with the CQ and its context.
         let (mut got, mut got_ctx) = (null_mut(), null_mut());
         assert_eq!(iwv_get_cq_event(ch, &mut got, &mut got_ctx, 0), -IWV_EAGAIN);
-        assert!(!fake.fire(h), "fired without being armed");
+        assert!(!fake.fire_and_wake(h, 0), "fired without being armed");
         assert_eq!(iwv_req_notify_cq(cq, 0), 0);
-        assert!(fake.fire(h));
+        assert!(fake.fire_and_wake(h, 0));
         assert_eq!(iwv_get_cq_event(ch, &mut got, &mut got_ctx, 1000), 0);
         assert_eq!((got, got_ctx), (cq, cq_ctx));
         iwv_ack_cq_events(cq, 1);

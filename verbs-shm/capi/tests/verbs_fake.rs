@@ -15,7 +15,7 @@ use iwarp_verbs_capi::*;
 
 #[test]
 fn device_and_memory_verbs() {
-    let fake = FakeDaemon::start("memory");
+    let fake = FakeDaemon::listen("memory");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {
@@ -121,7 +121,7 @@ fn device_and_memory_verbs() {
 
 #[test]
 fn user_memory_is_registered_in_place() {
-    let fake = FakeDaemon::start("user");
+    let fake = FakeDaemon::listen("user");
     let ctx = open(&fake);
     let mut buf: Vec<u8> = (0..3 * 4096).map(|i| (i % 251) as u8).collect();
     let ptr = buf.as_mut_ptr();
@@ -157,7 +157,7 @@ fn user_memory_is_registered_in_place() {
 
 #[test]
 fn shared_receive_queues() {
-    let fake = FakeDaemon::start("srq");
+    let fake = FakeDaemon::listen("srq");
     let ctx = open(&fake);
     // SAFETY: every pointer below is a live handle of this test or a local.
     unsafe {

@@ -4,7 +4,6 @@
 
 #[cfg(feature = "tokio")]
 mod asynch;
-mod fake;
 
 use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
@@ -17,7 +16,14 @@ use iwarp_types::{Access, Cqe, QpId, RecvWr, SendFlags, SendOp, SendWr, SgList, 
 use iwarp_types::{WcOpcode, WcStatus};
 
 use crate::*;
-use fake::FakeDaemon;
+use iwarp_testkit::fake_daemon::{self, FakeDaemon};
+
+/// A fake daemon with `cores` cores on a socketpair, and a context connected to it.
+fn start(cores: u32) -> (FakeDaemon, Context) {
+    let (client, server) = iwarp_shm_socket::Channel::pair().unwrap();
+    let d = FakeDaemon::on_channel(server, cores);
+    (d, Context::from_channel(client).unwrap())
+}
 
 fn readable(fd: std::os::fd::BorrowedFd<'_>) -> bool {
     let mut fds = [rustix::event::PollFd::new(
@@ -57,12 +63,12 @@ fn send_wr(wr_id: u64) -> SendWr {
 
 #[test]
 fn welcome_maps_the_ring_area() {
-    let (d, ctx) = FakeDaemon::start(2);
+    let (d, ctx) = start(2);
     assert_eq!(ctx.cores(), 2);
-    assert_eq!(ctx.client_id(), fake::CLIENT_ID);
-    assert_eq!(ctx.device_attr().vendor, "fake");
+    assert_eq!(ctx.client_id(), fake_daemon::CLIENT_ID);
+    assert_eq!(ctx.device_attr().vendor, "fake vendor");
     assert!(!ctx.is_daemon_gone());
-    assert_eq!(ctx.query_device().unwrap().vendor, "fake");
+    assert_eq!(ctx.query_device().unwrap().vendor, "fake vendor");
     drop(ctx);
     // Dropping the context says goodbye.
     assert!(d.saw_bye());
@@ -70,7 +76,7 @@ fn welcome_maps_the_ring_area() {
 
 #[test]
 fn post_send_rings_the_doorbell_and_poll_reads_every_core() {
-    let (d, ctx) = FakeDaemon::start(2);
+    let (d, ctx) = start(2);
     let pd = ctx.alloc_pd().unwrap();
     let mut cq = ctx.create_cq(8, None).unwrap();
     let mut qp = pd.create_qp(&QpInitAttr::new(&cq, &cq)).unwrap();
@@ -84,7 +90,7 @@ fn post_send_rings_the_doorbell_and_poll_reads_every_core() {
     assert!(set.contains(d.sq_bit(qp.qp_num())));
     assert!(!d.take_doorbells(0, &mut DoorbellSet::new()));
     for i in 0..3 {
-        let slot = d.pop_sq(qp.qp_num()).expect("a WR");
+        let slot = d.pop_sq_slot(qp.qp_num()).expect("a WR");
         let mut b = [0u8; SEND_SLOT_SIZE];
         b.copy_from_slice(&slot);
         assert_eq!(decode_send_wr(&b).unwrap(), send_wr(100 + i));
@@ -100,9 +106,9 @@ fn post_send_rings_the_doorbell_and_poll_reads_every_core() {
     assert!(set.contains(d.sq_bit(qp.qp_num()) + 1));
     // Completions from both cores' sub-rings, round robin.
     let q = qp.qp_num();
-    d.push_cqe(cq.handle(), 0, &cqe(1, q));
-    d.push_cqe(cq.handle(), 0, &cqe(2, q));
-    d.push_cqe(cq.handle(), 1, &cqe(3, q));
+    d.push_cqe(cq.handle().0, 0, &cqe(1, q));
+    d.push_cqe(cq.handle().0, 0, &cqe(2, q));
+    d.push_cqe(cq.handle().0, 1, &cqe(3, q));
     let mut wc = [EMPTY_CQE; 2];
     assert_eq!(cq.poll(&mut wc).unwrap(), 2);
     assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 3));
@@ -114,7 +120,7 @@ fn post_send_rings_the_doorbell_and_poll_reads_every_core() {
 
 #[test]
 fn full_sq_is_queue_full_and_batches_ring_once() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(8, None).unwrap();
     let mut attr = QpInitAttr::new(&cq, &cq);
@@ -124,20 +130,20 @@ fn full_sq_is_queue_full_and_batches_ring_once() {
     assert_eq!(qp.post_send_batch(&wrs).unwrap(), 4);
     assert!(matches!(qp.post_send(&send_wr(9)), Err(Error::QueueFull)));
     assert!(matches!(qp.post_send_batch(&wrs), Err(Error::QueueFull)));
-    assert!(d.pop_sq(qp.qp_num()).is_some());
+    assert!(d.pop_sq_slot(qp.qp_num()).is_some());
     qp.post_send(&send_wr(10)).unwrap();
     assert_eq!(qp.send_queue_free().unwrap(), 0);
 }
 
 #[test]
 fn resize_follows_the_moved_marker() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let mut cq = ctx.create_cq(4, None).unwrap();
-    d.push_cqe(cq.handle(), 0, &cqe(1, 7));
+    d.push_cqe(cq.handle().0, 0, &cqe(1, 7));
     cq.resize(64).unwrap();
     assert_eq!(cq.depth(), 64);
     // The daemon ends the old ring with a marker, then fills the new one.
-    d.push_cqe(cq.handle(), 0, &cqe(2, 7));
+    d.push_cqe(cq.handle().0, 0, &cqe(2, 7));
     let mut wc = [EMPTY_CQE; 4];
     assert_eq!(cq.poll(&mut wc).unwrap(), 2);
     assert_eq!((wc[0].wr_id, wc[1].wr_id), (1, 2));
@@ -145,18 +151,18 @@ fn resize_follows_the_moved_marker() {
 
 #[test]
 fn notification_reaches_the_completion_channel() {
-    let (d, ctx) = FakeDaemon::start(2);
+    let (d, ctx) = start(2);
     let ch = ctx.create_comp_channel().unwrap();
     let cq = ctx.create_cq(8, Some(&ch)).unwrap();
     let other = ctx.create_cq(8, Some(&ch)).unwrap();
     assert!(matches!(ch.try_get_cq_event(), Err(Error::WouldBlock)));
     cq.req_notify(false).unwrap();
     other.req_notify(true).unwrap();
-    assert_eq!(d.arm_state(cq.handle()), 1);
-    assert_eq!(d.arm_state(other.handle()), 2);
+    assert_eq!(d.arm_state(cq.handle().0), 1);
+    assert_eq!(d.arm_state(other.handle().0), 2);
     // The core fires both; the control thread writes the channel's eventfd.
-    assert!(d.fire(cq.handle(), false));
-    assert!(d.fire(other.handle(), true));
+    assert!(d.fire(cq.handle().0, false));
+    assert!(d.fire(other.handle().0, true));
     d.wake_channel(0);
     assert!(readable(ch.as_fd()));
     let a = ch.get_cq_event().unwrap();
@@ -179,13 +185,13 @@ fn notification_reaches_the_completion_channel() {
 
 #[test]
 fn arenas_are_shared_with_the_daemon() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let pd = ctx.alloc_pd().unwrap();
     let mut arena = ctx.alloc_arena(10_000).unwrap();
     assert!(arena.len() >= 10_000);
     assert!(!arena.is_hugepages());
     arena.as_mut_slice()[100] = 42;
-    assert_eq!(d.arena_byte(arena.handle(), 100), 42);
+    assert_eq!(d.arena_bytes(arena.handle().0, 100, 1)[0], 42);
     let mr = pd
         .reg_mr(&arena, 64, 4096, Access::LOCAL_WRITE | Access::REMOTE_WRITE)
         .unwrap();
@@ -230,9 +236,9 @@ fn arenas_are_shared_with_the_daemon() {
     // MRs keep the arena: it is freed only after the last of them.
     let handle = arena.handle();
     drop(arena);
-    assert!(!d.arena_freed(handle));
+    assert!(!d.arena_freed(handle.0));
     drop(mr);
-    assert!(d.arena_freed(handle));
+    assert!(d.arena_freed(handle.0));
 }
 
 #[test]
@@ -240,7 +246,7 @@ fn user_memory_is_remapped_and_imported() {
     let _serial = crate::remap::TEST_LOCK
         .lock()
         .unwrap_or_else(|e| e.into_inner());
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let pd = ctx.alloc_pd().unwrap();
     let mut buf: Vec<u8> = (0..20_000u32).map(|i| i as u8).collect();
     let ptr = buf.as_mut_ptr();
@@ -252,9 +258,9 @@ fn user_memory_is_remapped_and_imported() {
     // The daemon's mapping of the imported memfd sees the buffer.
     let reg = d.last_mr_reg().unwrap();
     buf[0] = 0xee;
-    assert_eq!(d.arena_byte(reg.arena, reg.offset as usize), 0xee);
+    assert_eq!(d.arena_bytes(reg.arena.0, reg.offset as usize, 1)[0], 0xee);
     drop(mr);
-    assert!(d.arena_freed(reg.arena));
+    assert!(d.arena_freed(reg.arena.0));
     // The buffer stays usable.
     buf[1] = 1;
     assert_eq!(buf[1], 1);
@@ -262,7 +268,7 @@ fn user_memory_is_remapped_and_imported() {
 
 #[test]
 fn timeout_when_the_daemon_does_not_answer() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     d.set_silent(true);
     ctx.set_timeout(Duration::from_millis(50));
     let t = Instant::now();
@@ -275,7 +281,7 @@ fn timeout_when_the_daemon_does_not_answer() {
 
 #[test]
 fn daemon_gone_answers_everything_without_hanging() {
-    let (d, ctx) = FakeDaemon::start(2);
+    let (d, ctx) = start(2);
     let pd = ctx.alloc_pd().unwrap();
     let ch = ctx.create_comp_channel().unwrap();
     let mut cq = ctx.create_cq(8, Some(&ch)).unwrap();
@@ -322,7 +328,7 @@ fn daemon_gone_answers_everything_without_hanging() {
 
 #[test]
 fn shutdown_event_or_daemon_state_mark_gone() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let cq_ctx = ctx.clone();
     let mut cq = cq_ctx.create_cq(8, None).unwrap();
     d.send_event(Event::Shutdown);
@@ -336,7 +342,7 @@ fn shutdown_event_or_daemon_state_mark_gone() {
     assert_eq!(d.daemon_state(), iwarp_shm_ring::DAEMON_GONE);
 
     // An orderly shutdown seen only in the ring area.
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let mut cq = ctx.create_cq(8, None).unwrap();
     d.set_daemon_state(iwarp_shm_ring::DAEMON_GONE);
     assert!(matches!(cq.poll(&mut wc), Err(Error::DaemonGone)));
@@ -345,7 +351,7 @@ fn shutdown_event_or_daemon_state_mark_gone() {
 
 #[test]
 fn events_reach_their_queues() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let cm = ctx.create_cm_event_channel().unwrap();
     let other = ctx.create_cm_event_channel().unwrap();
     let listener = cm.create_id().unwrap();
@@ -401,14 +407,14 @@ fn events_reach_their_queues() {
     req.reject(b"no").unwrap();
     assert!(req.reject(&[0u8; 600]).is_err());
     drop(req);
-    assert!(d.saw_destroy_cm_id(new));
+    assert!(d.saw_destroy_cm_id(new.0));
 }
 
 /// `CmId::migrate` (`rdma_migrate_id`): the events queued for the id and not yet read
 /// move to the new channel in order, later ones go there, other ids' events stay.
 #[test]
 fn a_migrated_id_takes_its_unread_events_along() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let old = ctx.create_cm_event_channel().unwrap();
     let new = ctx.create_cm_event_channel().unwrap();
     let moving = old.create_id().unwrap();
@@ -449,7 +455,7 @@ fn a_migrated_id_takes_its_unread_events_along() {
     assert!(matches!(old.try_get_event(), Err(Error::WouldBlock)));
     assert!(!readable(old.as_fd()));
     // A channel of another context is refused.
-    let (_d2, ctx2) = FakeDaemon::start(1);
+    let (_d2, ctx2) = start(1);
     let foreign = ctx2.create_cm_event_channel().unwrap();
     assert!(matches!(
         moving.migrate(&foreign),

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll, Wake, Waker};
 
-use super::{cqe, FakeDaemon};
+use super::{cqe, start};
 use crate::*;
 
 /// A waker that counts its wake-ups.
@@ -34,13 +34,13 @@ fn runtime() -> tokio::runtime::Runtime {
 
 #[test]
 fn next_returns_what_is_there_and_arms_when_empty() {
-    let (d, ctx) = FakeDaemon::start(2);
+    let (d, ctx) = start(2);
     let rt = runtime();
     let _g = rt.enter();
     let ch = ctx.create_comp_channel().unwrap();
     let mut cq = ctx.create_cq(8, Some(&ch)).unwrap();
     let h = cq.handle();
-    d.push_cqe(h, 1, &cqe(5, 1));
+    d.push_cqe(h.0, 1, &cqe(5, 1));
     let (_, w) = counter();
     let mut cx = TaskContext::from_waker(&w);
     {
@@ -50,10 +50,10 @@ fn next_returns_what_is_there_and_arms_when_empty() {
             other => panic!("{other:?}"),
         }
     }
-    assert_eq!(d.arm_state(h), 0, "not armed when not empty");
+    assert_eq!(d.arm_state(h.0), 0, "not armed when not empty");
     let mut f = pin!(cq.next());
     assert!(f.as_mut().poll(&mut cx).is_pending());
-    assert_eq!(d.arm_state(h), 1, "armed before waiting");
+    assert_eq!(d.arm_state(h.0), 1, "armed before waiting");
     // A CQ without a channel cannot wait.
     let mut lone = ctx.create_cq(8, None).unwrap();
     let mut f = pin!(lone.next());
@@ -69,7 +69,7 @@ fn next_returns_what_is_there_and_arms_when_empty() {
 /// the collector, else it waits forever.
 #[test]
 fn a_notification_collected_by_another_cqs_waiter_wakes_its_own() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     let rt = runtime();
     let _g = rt.enter();
     let ch = ctx.create_comp_channel().unwrap();
@@ -83,10 +83,10 @@ fn a_notification_collected_by_another_cqs_waiter_wakes_its_own() {
 
     let mut f2 = pin!(cq2.next());
     assert!(f2.as_mut().poll(&mut cx2).is_pending());
-    assert_eq!(d.arm_state(h2), 1);
+    assert_eq!(d.arm_state(h2.0), 1);
     // The core completes into CQ 2 and fires; the control thread writes the eventfd.
-    d.push_cqe(h2, 0, &cqe(9, 2));
-    assert!(d.fire(h2, false));
+    d.push_cqe(h2.0, 0, &cqe(9, 2));
+    assert!(d.fire(h2.0, false));
     d.wake_channel(0);
     // CQ 1's waiter runs first and drains the eventfd.
     let mut f1 = pin!(cq1.next());
@@ -104,7 +104,7 @@ fn a_notification_collected_by_another_cqs_waiter_wakes_its_own() {
 
 #[test]
 fn streams_and_waits_end_with_daemon_gone() {
-    let (d, ctx) = FakeDaemon::start(1);
+    let (d, ctx) = start(1);
     // Outside a runtime: an error, not a panic.
     let cm = ctx.create_cm_event_channel().unwrap();
     assert!(matches!(cm.into_stream(), Err(Error::InvalidArgument(_))));
