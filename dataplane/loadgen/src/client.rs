@@ -40,16 +40,6 @@ pub(crate) const CQ_BATCHES_PER_POLL: usize = 16;
 pub(crate) const CLOSE_STEP: u32 = 256;
 
 /// Placeholder entries of the preallocated completion buffer.
-pub(crate) const EMPTY_CQE: Cqe = Cqe {
-    wr_id: 0,
-    status: iwarp_types::WcStatus::Success,
-    opcode: iwarp_types::WcOpcode::Send,
-    byte_len: 0,
-    qp: QpId(0),
-    invalidated: None,
-    solicited: false,
-};
-
 /// Where a client run is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -267,7 +257,7 @@ impl LoadgenClient {
             measure_end: Instant(u64::MAX),
             deadline: Instant(u64::MAX),
             last_now: Instant::ZERO,
-            cqes: vec![EMPTY_CQE; CQ_BATCH],
+            cqes: vec![Cqe::EMPTY; CQ_BATCH],
             scratch: vec![0; if verify { SCRATCH_LEN } else { 0 }],
             report: Report::new(spec.op, spec.payload_size(), spec.qps, spec.depth, verify),
             signal_every: if verify {

@@ -21,7 +21,7 @@ use iwarp_types::{
     SgList, Sge, Stag,
 };
 
-use crate::client::{CQ_BATCH, EMPTY_CQE};
+use crate::client::CQ_BATCH;
 
 #[path = "server_data.rs"]
 mod data;
@@ -212,7 +212,7 @@ impl LoadgenServer {
             ],
             qp_map: SlotMap::new(limits.max_qps as usize, qp_slot),
             conn_map: SlotMap::new(engine.config().max_conns, conn_slot),
-            cqes: vec![EMPTY_CQE; CQ_BATCH],
+            cqes: vec![Cqe::EMPTY; CQ_BATCH],
             scratch: vec![0; SCRATCH_LEN],
             report: ServerReport::default(),
             shutting_down: false,

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use iwarp_engine::{ConfigError, Engine, EngineConfig};
-use iwarp_types::{Cqe, Duration, Instant, Memory, QpId, WcOpcode, WcStatus};
+use iwarp_types::{Duration, Instant, Memory, QpId};
 
 use crate::app::App;
 use crate::capture::CoreCapture;
@@ -209,16 +209,6 @@ pub struct Core<M: Memory> {
 /// Least time between two QPs-by-state censuses of the published counters (each walks
 /// every QP of the engine).
 pub const QP_CENSUS_INTERVAL: Duration = Duration::from_millis(100);
-
-pub(crate) const BLANK_CQE: Cqe = Cqe {
-    wr_id: 0,
-    status: WcStatus::Success,
-    opcode: WcOpcode::Send,
-    byte_len: 0,
-    qp: QpId(0),
-    invalidated: None,
-    solicited: false,
-};
 
 impl<M: Memory> Core<M> {
     /// A core serving `ports`, owning `mem`, talking to the daemon over `links`.

@@ -469,7 +469,7 @@ impl WriteLoop {
             inflight: 0,
             posted: 0,
             closed: false,
-            cqes: [crate::core::BLANK_CQE; 256],
+            cqes: [iwarp_types::Cqe::EMPTY; 256],
         }
     }
 }

@@ -132,3 +132,17 @@ pub struct Cqe {
     /// The incoming message carried the Solicited Event flag.
     pub solicited: bool,
 }
+
+impl Cqe {
+    /// A placeholder completion (zero id, Success, Send, nothing else): what a buffer of
+    /// completions is filled with before a poll writes into it.
+    pub const EMPTY: Cqe = Cqe {
+        wr_id: 0,
+        status: WcStatus::Success,
+        opcode: WcOpcode::Send,
+        byte_len: 0,
+        qp: QpId(0),
+        invalidated: None,
+        solicited: false,
+    };
+}

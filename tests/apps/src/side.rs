@@ -150,15 +150,7 @@ pub fn poll_one(cq: &mut Cq, who: &str) -> Cqe {
 
 /// A placeholder completion for poll buffers.
 pub fn empty_cqe() -> Cqe {
-    Cqe {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        qp: QpId(0),
-        invalidated: None,
-        solicited: false,
-    }
+    Cqe::EMPTY
 }
 
 /// Deterministic bytes: `seed` and the index mixed.

@@ -234,15 +234,7 @@ impl Host {
     }
 
     fn drain_cqs(&mut self) {
-        let mut buf = [Cqe {
-            wr_id: 0,
-            status: iwarp_types::WcStatus::Success,
-            opcode: iwarp_types::WcOpcode::Send,
-            byte_len: 0,
-            qp: QpId(0),
-            invalidated: None,
-            solicited: false,
-        }; POLL_BATCH];
+        let mut buf = [Cqe::EMPTY; POLL_BATCH];
         let Host { engine, cqes, .. } = self;
         for (cq, log) in cqes.iter_mut() {
             loop {

@@ -22,15 +22,7 @@ pub const CQE_FLAG_RING_MOVED: u8 = 1 << 7;
 
 /// A completion to fill poll buffers with (`[EMPTY_CQE; 16]`): every field zero,
 /// status `Success`, opcode `Send`.
-pub const EMPTY_CQE: Cqe = Cqe {
-    wr_id: 0,
-    status: iwarp_types::WcStatus::Success,
-    opcode: iwarp_types::WcOpcode::Send,
-    byte_len: 0,
-    qp: iwarp_types::QpId(0),
-    invalidated: None,
-    solicited: false,
-};
+pub const EMPTY_CQE: Cqe = Cqe::EMPTY;
 
 /// Byte of `CqeSlot::flags` in a CQE slot.
 const CQE_FLAGS_BYTE: usize = 22;

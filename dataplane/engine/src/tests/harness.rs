@@ -100,15 +100,7 @@ impl Node {
     }
 
     pub fn completions(&mut self) -> Vec<Cqe> {
-        let mut out = [Cqe {
-            wr_id: 0,
-            status: iwarp_types::WcStatus::Success,
-            opcode: iwarp_types::WcOpcode::Send,
-            byte_len: 0,
-            qp: QpId(0),
-            invalidated: None,
-            solicited: false,
-        }; 64];
+        let mut out = [Cqe::EMPTY; 64];
         let n = self.eng.rnic_mut().poll_cq(self.cq, &mut out).unwrap();
         out[..n].to_vec()
     }

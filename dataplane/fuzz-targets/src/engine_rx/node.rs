@@ -8,9 +8,7 @@ use iwarp_mpa::MpaConfig;
 use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::{QpAttr, RnicConfig, RnicLimits};
 use iwarp_tcp::TcpConfig;
-use iwarp_types::{
-    Access, CqId, Cqe, Instant, QpId, RegionId, SgList, Sge, Stag, VecMemory, WcOpcode, WcStatus,
-};
+use iwarp_types::{Access, CqId, Cqe, Instant, QpId, RegionId, SgList, Sge, Stag, VecMemory};
 use iwarp_wire::l2l4::EthernetFrame;
 
 /// Arena of each node: receive buffers, a remote-writable region, a remote-readable
@@ -210,15 +208,7 @@ impl Node {
 
     /// Every completion queued.
     pub(super) fn completions(&mut self) -> Vec<Cqe> {
-        let mut out = [Cqe {
-            wr_id: 0,
-            status: WcStatus::Success,
-            opcode: WcOpcode::Send,
-            byte_len: 0,
-            qp: QpId(0),
-            invalidated: None,
-            solicited: false,
-        }; 32];
+        let mut out = [Cqe::EMPTY; 32];
         let mut v = Vec::new();
         for _ in 0..64 {
             let n = self.eng.rnic_mut().poll_cq(self.cq, &mut out).unwrap_or(0);

@@ -17,7 +17,7 @@
 mod setup;
 
 use iwarp_rdma::LlpEvent;
-use iwarp_types::{Cqe, QpId, QpState, SendFlags, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus};
+use iwarp_types::{Cqe, QpState, SendFlags, SendOp, SendWr, SgList, Sge, WcStatus};
 use iwarp_wire::ddp::{self, FLG_T};
 use iwarp_wire::rdmap::{is_defined_term_code, Body, Segment, QN_READ_REQUEST, QN_SEND};
 
@@ -242,15 +242,7 @@ fn post(s: &mut Setup, st: &mut State, c: &mut Cursor<'_>) {
 /// Polls the CQ: every completion names a posted WR, once; receives carry at most their
 /// length.
 fn completions(s: &mut Setup, st: &mut State) {
-    let mut out = [Cqe {
-        wr_id: 0,
-        status: WcStatus::Success,
-        opcode: WcOpcode::Send,
-        byte_len: 0,
-        qp: QpId(0),
-        invalidated: None,
-        solicited: false,
-    }; 16];
+    let mut out = [Cqe::EMPTY; 16];
     for _ in 0..64 {
         let n = s.rnic.poll_cq(s.cq, &mut out).unwrap_or(0);
         if n == 0 {

@@ -3,7 +3,7 @@
 
 use iwarp_types::{
     Access, AsyncEvent, ConnId, CqId, Cqe, PdId, QpId, RecvWr, RegionId, SendFlags, SendOp, SendWr,
-    SgList, Sge, Stag, TermCode, VecMemory, WcOpcode, WcStatus,
+    SgList, Sge, Stag, TermCode, VecMemory,
 };
 use iwarp_wire::rdmap::{Body, Segment, TerminateRepr};
 
@@ -181,15 +181,7 @@ impl Side {
 
     /// Every queued CQE.
     pub fn cqes(&mut self) -> Vec<Cqe> {
-        let mut out = [Cqe {
-            wr_id: 0,
-            status: WcStatus::Success,
-            opcode: WcOpcode::Send,
-            byte_len: 0,
-            qp: QpId(0),
-            invalidated: None,
-            solicited: false,
-        }; 64];
+        let mut out = [Cqe::EMPTY; 64];
         let mut v = Vec::new();
         loop {
             let n = self.rnic.poll_cq(self.cq, &mut out).unwrap();

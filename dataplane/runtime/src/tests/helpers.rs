@@ -175,7 +175,7 @@ pub fn wr(id: u64, op: iwarp_types::SendOp, addr: u64, len: u32, lkey: Stag) -> 
 pub fn wait_cqe(tb: &mut Testbed, w: Which, core: usize, cq: CqId) -> Cqe {
     for _ in 0..20_000 {
         let polled = tb.exec(w, core, move |cx| {
-            let mut one = [crate::core::BLANK_CQE];
+            let mut one = [iwarp_types::Cqe::EMPTY];
             let n = cx.engine.rnic_mut().poll_cq(cq, &mut one).expect("poll_cq");
             (n == 1).then_some(one[0])
         });

@@ -54,7 +54,7 @@ fn shutdown_drains_the_sq_then_closes_with_a_fin() {
     // The WRITE's completion was produced before the close (flushed or not, the bytes
     // were acknowledged: the core polls nothing itself, so it is still in the CQ).
     let (eng, _) = tb.a.cores[0].engine_mut(0).unwrap();
-    let mut cqes = [crate::core::BLANK_CQE; 4];
+    let mut cqes = [iwarp_types::Cqe::EMPTY; 4];
     let n = eng.rnic_mut().poll_cq(c.a.cq, &mut cqes).unwrap();
     assert!(n >= 1);
     assert_eq!((cqes[0].wr_id, cqes[0].status), (9, WcStatus::Success));

@@ -34,7 +34,7 @@ fn wait_cqe(c: &ConsoleHandle<VecMemory>, cq: CqId) -> Cqe {
     while std::time::Instant::now() < deadline {
         let polled = c
             .run(T, move |cx| {
-                let mut one = [crate::core::BLANK_CQE];
+                let mut one = [iwarp_types::Cqe::EMPTY];
                 let n = cx.engine.rnic_mut().poll_cq(cq, &mut one).expect("poll_cq");
                 (n == 1).then_some(one[0])
             })
