@@ -54,7 +54,7 @@ pub(crate) type QpConns = HashMap<QpId, ConnId, BuildHasherDefault<QpIdHasher>>;
 
 /// Everything of the engine except the connection table, so a connection can be
 /// borrowed next to the rest.
-pub(crate) struct Core {
+pub(crate) struct EngineCore {
     pub(crate) cfg: EngineConfig,
     pub(crate) iface: Iface,
     pub(crate) listeners: Listeners,
@@ -104,11 +104,11 @@ pub(crate) struct Core {
 /// most [`EngineConfig::conns_bytes_max`]. [`Engine::conn_heap_bytes`] reports what a
 /// connection holds now.
 pub struct Engine {
-    pub(crate) core: Core,
+    pub(crate) core: EngineCore,
     pub(crate) conns: ConnTable<Conn>,
 }
 
-impl Core {
+impl EngineCore {
     /// The verbs layer's next asynchronous event or CQ notification.
     pub(crate) fn rnic_event(&mut self) -> Option<Event> {
         if let Some(ev) = self.rnic.poll_async_event() {
@@ -177,7 +177,7 @@ impl Engine {
         cfg.rnic.seed = cfg.stag_seed;
         let rnic = Rnic::new(cfg.rnic);
         let qps = cfg.rnic.limits.max_qps as usize;
-        let core = Core {
+        let core = EngineCore {
             iface: Iface::new(&cfg),
             listeners: Listeners::new(cfg.max_listeners),
             ports: PortAllocator::with_seed(

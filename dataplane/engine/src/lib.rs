@@ -48,13 +48,14 @@
 //! `transmit.rs` (outputs), `sched.rs` (ready list and timer heap: no scans), `rst_limit.rs` (the budget of RSTs
 //! for segments without a connection),
 //! `cm.rs` (connection management), `verbs.rs` (verbs wrappers that ring the doorbell),
-//! `service.rs` (glue between TCP, MPA and the QP after each input), `glue.rs` (the MPA
+//! `conn_service.rs` (glue between TCP, MPA and the QP after each input), `glue.rs` (the MPA
 //! source and sink adapters over the RDMA layer), `event.rs`, `counters.rs`, `config.rs`.
 #![forbid(unsafe_code)]
 
 pub mod cm;
 pub mod config;
 pub mod conn;
+mod conn_service;
 pub mod conn_table;
 pub mod counters;
 pub mod engine;
@@ -64,7 +65,6 @@ pub mod iface;
 mod nudge;
 mod rst_limit;
 pub mod sched;
-mod service;
 mod transmit;
 mod verbs;
 

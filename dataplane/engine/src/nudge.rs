@@ -18,9 +18,9 @@ use iwarp_types::{Duration, Instant};
 
 use crate::config::NUDGES_MAX;
 use crate::conn::{Conn, ConnState};
-use crate::engine::Core;
+use crate::engine::EngineCore;
 
-impl Core {
+impl EngineCore {
     /// The connection's nudge check is due: nudge if the QP has sent FPDUs and received
     /// none, then schedule the next check (4 times as far) or stop.
     pub(crate) fn nudge_check(&mut self, now: Instant, conn: &mut Conn) {

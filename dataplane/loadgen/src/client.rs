@@ -23,8 +23,8 @@ use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;
 use iwarp_types::{Access, ConnId, Cqe, EventResource, Instant, Memory, PdId, QpId, Stag};
 
+use crate::messages::{AcceptInfo, Hello, Op, RejectReason};
 use crate::pattern::SCRATCH_LEN;
-use crate::proto::{AcceptInfo, Hello, Op, RejectReason};
 use crate::report::Report;
 use crate::res::{conn_slot, qp_slot, CqSet, SlotMap};
 use crate::spec::{Arena, ClientSpec, Layout, SetupError};

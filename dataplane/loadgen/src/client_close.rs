@@ -14,7 +14,7 @@ use iwarp_engine::Engine;
 use iwarp_types::{Instant, QpState};
 
 use super::{LoadgenClient, Phase, QpPhase, QpSlot, CLOSE_STEP};
-use crate::proto::{credit_batch, Op};
+use crate::messages::{credit_batch, Op};
 
 impl QpSlot {
     /// The server may still send on this QP on its own: a SEND client lacks credits

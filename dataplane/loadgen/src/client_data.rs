@@ -15,8 +15,8 @@ use iwarp_engine::Engine;
 use iwarp_types::{Cqe, Instant, Memory, RecvWr, SendFlags, SendOp, SendWr, Sge, WcStatus};
 
 use crate::client::{LoadgenClient, Phase, QpPhase, CQ_BATCHES_PER_POLL};
+use crate::messages::{CtlMsg, Op, CTL_LEN};
 use crate::pattern;
-use crate::proto::{CtlMsg, Op, CTL_LEN};
 use crate::res::one_sge;
 
 const KIND_DATA: u64 = 0;

@@ -12,7 +12,7 @@
 //! polled [`CQ_BATCH`] at a time; every queue is kept full.
 //!
 //! Wire formats (hello in the MPA Request, slot address in the Reply, a reason in a
-//! Reject, credits/checks/acks in 16-byte SENDs) are in [`proto`]; the verify pattern
+//! Reject, credits/checks/acks in 16-byte SENDs) are in [`messages`]; the verify pattern
 //! in [`pattern`].
 //!
 //! Signaling: verify runs signal every WR; otherwise every `signal_every`-th WR and the
@@ -31,8 +31,8 @@
 pub mod client;
 mod client_data;
 pub mod histogram;
+pub mod messages;
 pub mod pattern;
-pub mod proto;
 pub mod report;
 mod res;
 pub mod server;
@@ -43,8 +43,8 @@ mod tests;
 
 pub use client::{LoadgenClient, Phase, CQ_BATCH};
 pub use histogram::Histogram;
+pub use messages::{Op, RejectReason};
 pub use pattern::Mismatch;
-pub use proto::{Op, RejectReason};
 pub use report::{CloseStats, ErrorCounts, MismatchLog, Report, ServerReport, SetupStats};
 pub use server::LoadgenServer;
 pub use spec::{Arena, ClientSpec, ServerConfig, SetupError, DEFAULT_PORT};

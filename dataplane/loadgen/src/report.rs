@@ -8,8 +8,8 @@ use serde::ser::{SerializeMap, Serializer};
 use serde::Serialize;
 
 use crate::histogram::Histogram;
+use crate::messages::{Op, RejectReason};
 use crate::pattern::Mismatch;
-use crate::proto::{Op, RejectReason};
 
 /// Mismatches kept with their details (the rest are only counted).
 pub const MAX_MISMATCHES: usize = 4;

@@ -25,8 +25,8 @@ use crate::client::CQ_BATCH;
 
 #[path = "server_data.rs"]
 mod data;
+use crate::messages::{AcceptInfo, Hello, Op, ParseError, RejectReason, CTL_LEN};
 use crate::pattern::{self, SCRATCH_LEN};
-use crate::proto::{AcceptInfo, Hello, Op, ParseError, RejectReason, CTL_LEN};
 use crate::report::ServerReport;
 use crate::res::{conn_slot, qp_slot, CqSet, SlotMap};
 use crate::spec::{Arena, Layout, ServerConfig, SetupError};

@@ -8,8 +8,8 @@ use super::{
     wr_id, ConnPhase, LoadgenServer, PendingAck, CQ_BATCHES_PER_POLL, KIND_CTL_RX, KIND_CTL_TX,
     KIND_DATA_RX, SLOT_MASK,
 };
+use crate::messages::{credit_batch, CtlMsg, CTL_LEN};
 use crate::pattern;
-use crate::proto::{credit_batch, CtlMsg, CTL_LEN};
 use crate::res::one_sge;
 
 impl LoadgenServer {

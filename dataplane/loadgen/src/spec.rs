@@ -8,7 +8,7 @@ use iwarp_engine::CmError;
 use iwarp_rdma::RnicLimits;
 use iwarp_types::{Duration, Memory, RegionId, VerbError};
 
-use crate::proto::{Op, CTL_LEN};
+use crate::messages::{Op, CTL_LEN};
 
 /// Alignment of every buffer carved from an arena.
 pub const ALIGN: u64 = 64;

@@ -9,7 +9,7 @@ use iwarp_runtime::App;
 use iwarp_types::{Duration, VecMemory};
 
 use super::harness::{Host, Net, NetConfig, IP_B};
-use crate::proto::Op;
+use crate::messages::Op;
 use crate::report::{Report, ServerReport};
 use crate::spec::{Arena, ClientSpec, ServerConfig};
 use crate::{LoadgenClient, LoadgenServer, Phase};

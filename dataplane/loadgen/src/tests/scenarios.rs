@@ -4,7 +4,7 @@ use iwarp_runtime::App;
 use iwarp_types::{Duration, VecMemory};
 
 use super::harness::{Net, NetConfig, IP_B};
-use crate::proto::{Op, RejectReason};
+use crate::messages::{Op, RejectReason};
 use crate::report::{Report, ServerReport};
 use crate::spec::{Arena, ClientSpec, ServerConfig};
 use crate::{LoadgenClient, LoadgenServer};
@@ -231,7 +231,7 @@ fn corrupted_write_payload_is_caught_by_the_server() {
 }
 
 /// Catches the `Rejected` event of a connection made by hand.
-struct Catcher(Option<Result<RejectReason, crate::proto::ParseError>>);
+struct Catcher(Option<Result<RejectReason, crate::messages::ParseError>>);
 
 impl App<VecMemory> for Catcher {
     fn on_event(

@@ -10,7 +10,7 @@ use iwarp_types::{ConnId, Duration, Instant, Memory, QpId, TermCode};
 use iwarp_wire::mpa::RtrType;
 
 use crate::conn::{Conn, ConnState, Role};
-use crate::engine::Core;
+use crate::engine::EngineCore;
 use crate::event::{ConnectFailure, Event};
 
 /// Most ULPDUs moved from a QP into MPA per service pass (bounds the work per call).
@@ -26,7 +26,7 @@ fn rtr_kind(t: Option<RtrType>) -> Option<RtrKind> {
     })
 }
 
-impl Core {
+impl EngineCore {
     /// Processes everything the layers of `conn` reported.
     pub(crate) fn service(&mut self, now: Instant, id: ConnId, conn: &mut Conn) {
         // FPDUs the input acknowledged retire before the QP hears of a FIN the same
