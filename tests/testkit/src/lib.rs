@@ -7,7 +7,7 @@
 //! - [`engine`] (feature `engine`, on by default): engine configurations of the
 //!   benchmark network, the burst shuttle that moves frames between two engines from
 //!   preallocated buffers, timer and completion helpers.
-//! - [`fake_daemon`] (feature `fake-daemon`): the fake iwarpd the client libraries (Rust
+//! - `fake_daemon` (feature `fake-daemon`): the fake iwarpd the client libraries (Rust
 //!   and C) are tested against.
 
 pub mod wire;
