@@ -106,7 +106,11 @@ check "nothing left after purge" left
 
 # The Rust client crates as crates (issue 16 item 7): packaged together in dependency
 # order (none is on crates.io) and each package built from its .crate (cargo verifies).
+# target/package goes first: cargo takes a crate built there from its registry copy as
+# fresh by name and version alone, so a package run before a change to iwarp-types would
+# verify iwarp-verbs against the old iwarp-types.
 client_crates() {
+  rm -rf target/package
   cargo package -q --allow-dirty -p iwarp-types -p iwarp-shm-ring -p iwarp-shm-socket \
     -p iwarp-shm-mem -p iwarp-verbs
 }
