@@ -286,6 +286,9 @@ warm=$(( secs / 10 )); [ "$warm" -lt 20 ] && warm=20
 sleep "$warm"
 RSS_A0=$(rss_kb "$PID_A") RSS_B0=$(rss_kb "$PID_B")
 say "after the warm-up: RSS A $RSS_A0 KiB, B $RSS_B0 KiB"
+# RSS every 30 s from here (seconds since the start, A, B): a leak grows with the
+# sessions, a high-water mark flattens; the report compares the two halves.
+echo "$(( $(date +%s) - start )) $RSS_A0 $RSS_B0" > "$TMP/rss"
 # Bytes verified so far: the flood's figure is the rate after this point.
 bytes_at() { cat "$TMP"/w*.runs 2>/dev/null | awk '/^(OK|KILLED)/ {for (i = 1; i < NF; i++) if ($i == "bytes") s += $(i + 1)} END {printf "%.0f", s}'; }
 WARM_BYTES=$(bytes_at) WARM_AT=$(date +%s)
@@ -301,6 +304,7 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
         pid=PID_$d
         kill -0 "${!pid}" 2>/dev/null || { say "iwarpd $d is gone"; break 2; }
     done
+    echo "$(( $(date +%s) - start )) $(rss_kb "$PID_A") $(rss_kb "$PID_B")" >> "$TMP/rss"
     say "$(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^OK') passed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^KILLED') killed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^FAIL') failed so far"
 done
 if [ -n "$FLOOD_PID" ]; then
@@ -358,6 +362,14 @@ for d in A B; do
     else
         fail "iwarpd $d: RSS ${!rss0} KiB after the warm-up, $rss1 KiB at the end ($growth %, at most 1 %); fds ${!fds0} -> $fds1"
     fi
+done
+# The RSS trend: growth in the first and the second half of the samples after the warm-up.
+for col in 2 3; do
+    d=$([ "$col" = 2 ] && echo A || echo B)
+    awk -v c="$col" -v d="$d" '{t[NR] = $1; r[NR] = $c} END {
+        if (NR < 3) exit; m = int((NR + 1) / 2);
+        printf "soak: iwarpd %s RSS trend: %+d KiB over %.0f min, then %+d KiB over %.0f min (%d samples: a leak grows in both halves alike, a high-water mark flattens)\n",
+            d, r[m] - r[1], (t[m] - t[1]) / 60, r[NR] - r[m], (t[NR] - t[m]) / 60, NR }' "$TMP/rss"
 done
 
 # Counters: every established connection closed (closed also counts those that ended
