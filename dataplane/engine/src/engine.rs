@@ -7,7 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use iwarp_mpa::{MpaPool, PoolLimits};
 use iwarp_rdma::{Rnic, TxUlpdu};
 use iwarp_tcp::{reply_to_unknown, FourTuple, IsnGenerator, TcpParseError, TcpSegment};
-use iwarp_types::{ConnId, Duration, Instant, Memory, QpId};
+use iwarp_types::{ConnId, Duration, Instant, Memory, QpId, SecondBudget};
 use smoltcp::wire::IpProtocol;
 
 use crate::config::{ConfigError, EngineConfig};
@@ -17,7 +17,6 @@ use crate::counters::{Counters, DropReason};
 use crate::event::Event;
 use crate::glue::{QpSink, TcpRx};
 use crate::iface::{Iface, Ingress, TcpIn};
-use crate::rst_limit::RstLimit;
 use crate::sched::{ReadyList, TimerHeap};
 
 /// IPv4 + TCP fixed headers: path MTU less this is the path MSS (RFC 1191).
@@ -75,8 +74,9 @@ pub(crate) struct EngineCore {
     pub(crate) mpa_pool: MpaPool<TxUlpdu>,
     /// Connections that found no FPDU ring in the pool; woken as rings come back.
     pub(crate) pool_wait: ReadyList,
-    /// The budget of RSTs answering segments for no connection.
-    pub(crate) rst_limit: RstLimit,
+    /// The budget of RSTs answering segments for no connection
+    /// (`no_connection_rsts_per_s`; why: where a segment finds no connection).
+    pub(crate) rst_budget: SecondBudget,
 }
 
 /// The sans-IO iWARP engine of one core.
@@ -210,7 +210,7 @@ impl Engine {
                 },
             ),
             pool_wait: ReadyList::new(cfg.max_conns),
-            rst_limit: RstLimit::new(cfg.no_connection_rsts_per_s),
+            rst_budget: SecondBudget::new(),
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -438,7 +438,16 @@ impl Engine {
             // Its listener was removed a moment ago: the peer retransmits the SYN.
             return;
         }
-        if !self.core.rst_limit.allow(now) {
+        // RFC 9293 (3.10.7.1) answers a segment for a closed port or a connection that no
+        // longer exists with a RST. Sent for every such frame, a flood of them (SYNs to
+        // closed ports, segments forged for dead connections) turns the core into an
+        // amplifier, one frame out per frame in. Like FreeBSD's `badport_bandlim` (and
+        // the RFC 5961 budget of challenge ACKs), a core sends at most
+        // `no_connection_rsts_per_s` of them a second; the segments beyond are dropped
+        // all the same and counted. A genuine peer loses nothing: it retransmits and gets
+        // its RST in a later second.
+        let per_s = self.core.cfg.no_connection_rsts_per_s;
+        if !self.core.rst_budget.try_take(now, per_s) {
             self.core.counters.tcp_rsts_rate_limited += 1;
             return;
         }

@@ -45,8 +45,7 @@
 //!
 //! `iface/` (Ethernet, ARP cache, IPv4, ICMP), `conn_table.rs` (slab, 4-tuple demux,
 //! listeners, ports), `conn.rs` (one connection), `engine.rs` (inputs, timers),
-//! `transmit.rs` (outputs), `sched.rs` (ready list and timer heap: no scans), `rst_limit.rs` (the budget of RSTs
-//! for segments without a connection),
+//! `transmit.rs` (outputs), `sched.rs` (ready list and timer heap: no scans),
 //! `cm.rs` (connection management), `verbs.rs` (verbs wrappers that ring the doorbell),
 //! `conn_service.rs` (glue between TCP, MPA and the QP after each input), `glue.rs` (the MPA
 //! source and sink adapters over the RDMA layer), `event.rs`, `counters.rs`, `config.rs`.
@@ -63,7 +62,6 @@ pub mod event;
 pub mod glue;
 pub mod iface;
 mod nudge;
-mod rst_limit;
 pub mod sched;
 mod transmit;
 mod verbs;

@@ -35,21 +35,13 @@ impl TcpConn {
     /// or an ACK answered an unacceptable segment less than `invalid_ack_interval_ms` ago
     /// (as Linux: a challenge ACK is itself such an answer).
     pub(crate) fn challenge_ack(&mut self, now: Instant) {
-        if self.answer_budget_left(now) && self.invalid_ack_allowed(now) {
-            self.challenge_count += 1;
+        if self.answers.has_room(now, self.cfg.challenge_acks_per_s)
+            && self.invalid_ack_allowed(now)
+        {
+            self.answers.take();
             self.counters.challenge_acks += 1;
             self.ack_pending = true;
         }
-    }
-
-    /// Whether this second's budget of answers (`challenge_acks_per_s`: challenge ACKs
-    /// and ACKs to unacceptable data) has room; the caller takes from it.
-    fn answer_budget_left(&mut self, now: Instant) -> bool {
-        if now.saturating_since(self.challenge_window) >= Duration::from_secs(1) {
-            self.challenge_window = now;
-            self.challenge_count = 0;
-        }
-        self.challenge_count < self.cfg.challenge_acks_per_s
     }
 
     /// Answers an unacceptable segment (out of window, PAWS-failed, acknowledging data
@@ -61,8 +53,7 @@ impl TcpConn {
     /// once per `invalid_ack_interval_ms` (Linux `tcp_oow_rate_limited`).
     pub(crate) fn ack_unacceptable(&mut self, now: Instant, seg: &TcpSegment<'_>) {
         if seg.seg_len() > 0 {
-            if self.answer_budget_left(now) {
-                self.challenge_count += 1;
+            if self.answers.try_take(now, self.cfg.challenge_acks_per_s) {
                 self.ack_pending = true;
             } else {
                 self.counters.invalid_acks_suppressed += 1;

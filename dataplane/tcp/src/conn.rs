@@ -9,7 +9,7 @@
 //! Stream offsets (see `docs/ENGINE.md`): offset 0 is the byte after the SYN. The send
 //! side keeps `snd_una`, `snd_nxt`, `snd_max` as offsets; sequence numbers are derived.
 
-use iwarp_types::{Duration, Instant};
+use iwarp_types::{Duration, Instant, SecondBudget};
 
 use crate::cc::CongestionControl;
 use crate::config::TcpConfig;
@@ -202,8 +202,9 @@ pub struct TcpConn {
     // Acknowledgment scheduling.
     pub(crate) ack_pending: bool,
     pub(crate) delack_segs: u32,
-    pub(crate) challenge_window: Instant,
-    pub(crate) challenge_count: u32,
+    /// This second's answers to what we did not ask for: challenge ACKs and ACKs to
+    /// unacceptable data (`challenge_acks_per_s`, `ack_limit.rs`).
+    pub(crate) answers: SecondBudget,
     /// When the last ACK answering an unacceptable segment (or challenge ACK) was sent.
     pub(crate) last_invalid_ack: Option<Instant>,
 
@@ -293,8 +294,7 @@ impl TcpConn {
             last_ack_sent: SeqNumber(0),
             ack_pending: false,
             delack_segs: 0,
-            challenge_window: now,
-            challenge_count: 0,
+            answers: SecondBudget::new(),
             last_invalid_ack: None,
             dupacks: 0,
             in_recovery: false,

@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod access;
+mod budget;
 mod cqe;
 mod error;
 mod event;
@@ -20,6 +21,7 @@ mod time;
 mod wr;
 
 pub use access::Access;
+pub use budget::SecondBudget;
 pub use cqe::{Cqe, WcOpcode, WcStatus};
 pub use error::VerbError;
 pub use event::{AsyncEvent, AsyncEventKind, EventResource};
