@@ -106,13 +106,14 @@ check "nothing left after purge" left
 
 # The Rust client crates as crates (issue 16 item 7): packaged together in dependency
 # order (none is on crates.io) and each package built from its .crate (cargo verifies).
-# target/package goes first: cargo takes a crate built there from its registry copy as
-# fresh by name and version alone, so a package run before a change to iwarp-types would
-# verify iwarp-verbs against the old iwarp-types.
+# In a target directory of its own, emptied first: cargo takes a crate of its overlay
+# registry as built by name and version alone (the verifying build goes to the target
+# directory, the extracted sources to $CARGO_HOME/registry/src/-<hash>/), so a run made
+# before a change to iwarp-types would verify iwarp-verbs against the old iwarp-types.
 client_crates() {
-  rm -rf target/package
-  cargo package -q --allow-dirty -p iwarp-types -p iwarp-shm-ring -p iwarp-shm-socket \
-    -p iwarp-shm-mem -p iwarp-verbs
+  rm -rf target/package-verify "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/iwarp-*
+  cargo package -q --allow-dirty --target-dir target/package-verify -p iwarp-types \
+    -p iwarp-shm-ring -p iwarp-shm-socket -p iwarp-shm-mem -p iwarp-verbs
 }
 check "cargo package of the client crates" client_crates
 
