@@ -54,15 +54,7 @@ fn an_app_streams_writes_and_shuts_down_with_the_core() {
 #[test]
 fn apps_are_stopped_and_handed_back() {
     let mut tb = Testbed::new(&TestbedConfig::default()).unwrap();
-    let app = WriteLoop::new(
-        iwarp_types::QpId(1),
-        iwarp_types::CqId(1),
-        iwarp_types::Stag(0),
-        iwarp_types::Stag(0),
-        1,
-        1,
-        0,
-    );
+    let app = idle_app();
     let Done::AppStarted(id) = tb
         .call(Which::A, 0, Op::StartApp(AppBox(Box::new(app))))
         .unwrap()

@@ -83,6 +83,31 @@ pub fn listen_all(tb: &mut Testbed, w: Which) {
     }
 }
 
+/// QP `qp` of A's core `a_core` starts an active open to B:[`PORT`]; the connection and
+/// the local port chosen, or CM's refusal.
+pub fn start_connect(
+    tb: &mut Testbed,
+    a_core: usize,
+    qp: QpId,
+) -> Result<(iwarp_types::ConnId, u16), iwarp_engine::CmError> {
+    tb.exec(Which::A, a_core, move |cx| {
+        cx.connect(qp, SocketAddrV4::new(IP_B, PORT), ConnectParams::default())
+    })
+}
+
+/// An app that does nothing (its QP and CQ do not exist).
+pub fn idle_app() -> crate::testutil::WriteLoop {
+    crate::testutil::WriteLoop::new(
+        iwarp_types::QpId(1),
+        iwarp_types::CqId(1),
+        Stag(0),
+        Stag(0),
+        1,
+        1,
+        0,
+    )
+}
+
 /// One connection made through the consoles.
 #[derive(Clone, Copy, Debug)]
 pub struct Connected {
@@ -97,11 +122,7 @@ pub struct Connected {
 /// the request (which must already listen).
 pub fn connect(tb: &mut Testbed, a_core: usize, a: Verbs, arena_len: u64) -> Connected {
     let qa = a.qp;
-    let (a_conn, local_port) = tb
-        .exec(Which::A, a_core, move |cx| {
-            cx.connect(qa, SocketAddrV4::new(IP_B, PORT), ConnectParams::default())
-        })
-        .expect("connect");
+    let (a_conn, local_port) = start_connect(tb, a_core, qa).expect("connect");
     let (b_core, req) = tb.wait_event(
         Which::B,
         |e| matches!(e, Event::ConnectRequest { remote, .. } if remote.port() == local_port),

@@ -207,15 +207,7 @@ fn a_connect_request_no_app_takes_is_rejected() {
     tb.exec(Which::B, 0, |cx| cx.engine.listen(PORT, 8))
         .unwrap();
     let a = verbs(&mut tb, Which::A, 0, 4096);
-    let qa = a.qp;
-    tb.exec(Which::A, 0, move |cx| {
-        cx.connect(
-            qa,
-            core::net::SocketAddrV4::new(IP_B, PORT),
-            Default::default(),
-        )
-    })
-    .unwrap();
+    start_connect(&mut tb, 0, a.qp).unwrap();
     let (_, ev) = tb.wait_event(Which::A, |e| {
         matches!(e, Event::Rejected { .. } | Event::ConnectFailed { .. })
     });
@@ -229,15 +221,7 @@ fn reject_answers_the_peer_with_its_private_data() {
     let mut tb = testbed(false);
     listen_all(&mut tb, Which::B);
     let a = verbs(&mut tb, Which::A, 0, 4096);
-    let qa = a.qp;
-    tb.exec(Which::A, 0, move |cx| {
-        cx.connect(
-            qa,
-            core::net::SocketAddrV4::new(IP_B, PORT),
-            Default::default(),
-        )
-    })
-    .unwrap();
+    start_connect(&mut tb, 0, a.qp).unwrap();
     let (_, req) = tb.wait_event(Which::B, |e| matches!(e, Event::ConnectRequest { .. }));
     let Event::ConnectRequest { conn, .. } = req else {
         unreachable!()
@@ -252,17 +236,4 @@ fn reject_answers_the_peer_with_its_private_data() {
         unreachable!()
     };
     assert_eq!(private_data.as_slice(), b"no");
-}
-
-/// An app that does nothing.
-fn idle_app() -> crate::testutil::WriteLoop {
-    crate::testutil::WriteLoop::new(
-        iwarp_types::QpId(1),
-        iwarp_types::CqId(1),
-        iwarp_types::Stag(0),
-        iwarp_types::Stag(0),
-        1,
-        1,
-        0,
-    )
 }
