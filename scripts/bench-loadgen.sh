@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Line-rate benchmark of the appliance: the built-in load generator between two iwarpd
-# joined by memif, one dataplane core per daemon, beside iperf3 over the kernel's loopback
-# measured in the same run (the ratio is the figure; the machine is shared and noisy).
+# joined by memif, one dataplane core per daemon, beside kernel TCP (iperf3, 64 KiB
+# writes) and UCX over TCP (ucx_perftest ucp_put_bw 64 KiB, UCX_TLS=tcp) over the kernel's
+# loopback, measured in the same run by scripts/bench-lib.sh (the ratio is the figure; the
+# machine is shared and noisy).
 #
 #   scripts/bench-loadgen.sh                     # 3 runs of each, 5 s each
 #   BENCH_RUNS=5 BENCH_SECONDS=10 BENCH_MTU=1500 scripts/bench-loadgen.sh
 #   BENCH_SCALE_QPS=10000 scripts/bench-loadgen.sh   # also the connection set-up / memory run
 #
 # Prints medians and writes target/bench-loadgen.md (a table for docs/BENCHMARKS.md).
-# Targets (issue 3): 64 KiB WRITE goodput >= 2x iperf3 loopback; >= 5 M 64-byte WRITEs/s.
+# Targets (issue 13, target 2): 64 KiB WRITE goodput at 1 QP and at 8 QPs >= 2x iperf3
+# loopback and >= 4x UCX ucp_put_bw; (target 4) >= 10 M 64-byte WRITEs/s on one core.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 runs=${BENCH_RUNS:-3}
@@ -21,7 +24,8 @@ if [ -z "${IWARPD:-}" ]; then
   cargo build --release -q -p iwarpd
   IWARPD=target/release/iwarpd
 fi
-command -v iperf3 >/dev/null || { echo "bench-loadgen: iperf3 missing (scripts/setup.sh installs it)"; exit 1; }
+source scripts/bench-lib.sh
+bench_require_peers
 id=$$
 tmp=$(mktemp -d /tmp/iwarpd-bench.XXXXXX)
 srv_name=bench-a-$id; cli_name=bench-b-$id
@@ -31,26 +35,21 @@ dev_args=",bsize=10240"
 common=(--set "port.0.mtu=$mtu" --log-level warn)
 # BENCH_SET="key=value ..." adds --set overrides to both daemons (e.g. port.0.burst=32).
 for kv in ${BENCH_SET:-}; do common+=(--set "$kv"); done
-srv_pid=; iperf_pid=
+srv_pid=
 cleanup() {
   [ -n "$srv_pid" ] && { kill -INT "$srv_pid" 2>/dev/null || true; sleep 2; kill -9 "$srv_pid" 2>/dev/null || true; }
-  [ -n "$iperf_pid" ] && kill "$iperf_pid" 2>/dev/null || true
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-median() { sort -g | awk '{a[NR]=$1} END {if (NR==0) print 0; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
-json_num() { grep -oE "\"$1\":[0-9.]+" "$2" | head -1 | cut -d: -f2; }
+median() { bench_median; }
+json_num() { bench_json_num "$@"; }
 
-# Kernel TCP over loopback, one stream, 64 KiB writes.
-iperf3 -s -p 5299 > /dev/null 2>&1 & iperf_pid=$!
-sleep 0.5
-kern=()
+# The peers over loopback, before the daemons start.
+kern=(); ucx=()
 for r in $(seq "$runs"); do
-  bps=$(iperf3 -c 127.0.0.1 -p 5299 -t "$secs" -l 64K -J | grep -oE '"bits_per_second":[[:space:]]*[0-9.e+]+' | tail -1 | grep -oE '[0-9.e+]+$')
-  kern+=("$(awk -v b="$bps" 'BEGIN {printf "%.3f", b / 1e9}')")
-  echo "iperf3 loopback run $r: ${kern[-1]} Gbit/s"
+  kern+=("$(peer_iperf3 64K "$secs")"); ucx+=("$(peer_ucx_bw ucp_put_bw 65536 "$secs" "$depth_big")")
+  echo "peers run $r: iperf3 loopback ${kern[-1]} Gbit/s, UCX ucp_put_bw ${ucx[-1]} Gbit/s"
 done
-kill "$iperf_pid" 2>/dev/null || true; iperf_pid=
 
 ncpu=$(nproc)
 "$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core $(( ncpu > 1 ? 1 : 0 )) \
@@ -68,11 +67,14 @@ client() { # op size qps depth out
     --seconds "$secs" --warmup-seconds 1 --json "$5.json" > "$5.txt" 2> "$5.err" || {
       echo "bench-loadgen: client run failed:"; tail -20 "$5.err"; cat "$5.txt"; exit 1; }
 }
-big=(); big_p50=(); small=(); small_p50=()
+one=(); big=(); big_p50=(); small=(); small_p50=()
 for r in $(seq "$runs"); do
+  client write 65536 1 "$depth_big" "$tmp/one-$r"
+  one+=("$(json_num goodput_gbps "$tmp/one-$r.json")")
+  echo "iwarpd 64 KiB WRITE, 1 QP, run $r: ${one[-1]} Gbit/s"
   client write 65536 "$qps_big" "$depth_big" "$tmp/big-$r"
   big+=("$(json_num goodput_gbps "$tmp/big-$r.json")"); big_p50+=("$(json_num p50 "$tmp/big-$r.json")")
-  echo "iwarpd 64 KiB WRITE run $r: ${big[-1]} Gbit/s (p50 ${big_p50[-1]} us)"
+  echo "iwarpd 64 KiB WRITE, $qps_big QPs, run $r: ${big[-1]} Gbit/s (p50 ${big_p50[-1]} us)"
   client write 64 "$qps_small" "$depth_small" "$tmp/small-$r"
   small+=("$(json_num messages_per_sec "$tmp/small-$r.json")"); small_p50+=("$(json_num p50 "$tmp/small-$r.json")")
   echo "iwarpd 64 B WRITE run $r: ${small[-1]} WR/s (p50 ${small_p50[-1]} us)"
@@ -87,22 +89,28 @@ if [ "$scale_qps" -gt 0 ]; then
 fi
 kill -INT "$srv_pid"; wait "$srv_pid" || true; srv_pid=
 
-k=$(printf '%s\n' "${kern[@]}" | median)
+k=$(printf '%s\n' "${kern[@]}" | median); u=$(printf '%s\n' "${ucx[@]}" | median)
+o=$(printf '%s\n' "${one[@]}" | median)
 b=$(printf '%s\n' "${big[@]}" | median); bl=$(printf '%s\n' "${big_p50[@]}" | median)
 s=$(printf '%s\n' "${small[@]}" | median); sl=$(printf '%s\n' "${small_p50[@]}" | median)
-ratio=$(awk -v a="$b" -v k="$k" 'BEGIN {printf "%.2f", (k > 0) ? a / k : 0}')
 mwr=$(awk -v s="$s" 'BEGIN {printf "%.2f", s / 1e6}')
-met_b=$(awk -v r="$ratio" 'BEGIN {print (r >= 2) ? "met" : "missed"}')
-met_s=$(awk -v s="$s" 'BEGIN {print (s >= 5e6) ? "met" : "missed"}')
+verdict() { # goodput
+  local rk ru
+  rk=$(bench_ratio "$1" "$k"); ru=$(bench_ratio "$1" "$u")
+  echo "$rk x iperf3 (>= 2: $(awk -v r="$rk" 'BEGIN {print (r >= 2) ? "met" : "missed"}')), $ru x UCX (>= 4: $(awk -v r="$ru" 'BEGIN {print (r >= 4) ? "met" : "missed"}'))"
+}
+met_s=$(awk -v s="$s" 'BEGIN {print (s >= 10e6) ? "met" : "missed"}')
 out=target/bench-loadgen.md
 mkdir -p target
 {
-  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)); medians of $runs runs."
+  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
+  echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s."
   echo
-  echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel (same run) | ratio / target |"
+  echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel TCP / UCX over TCP, loopback, same run | ratios / targets |"
   echo "|---|---|---|---|"
-  echo "| 64 KiB WRITE goodput, $qps_big QPs x depth $depth_big | $b Gbit/s (p50 latency $bl us) | iperf3 loopback $k Gbit/s | $ratio x (target >= 2: $met_b) |"
-  echo "| 64 B WRITE rate, $qps_small QPs x depth $depth_small | $mwr M WR/s (p50 latency $sl us) | | target >= 5 M/s: $met_s |"
+  echo "| 64 KiB WRITE goodput, 1 QP x depth $depth_big | $o Gbit/s | iperf3 $k Gbit/s; UCX ucp_put_bw -O $depth_big $u Gbit/s | $(verdict "$o") |"
+  echo "| 64 KiB WRITE goodput, $qps_big QPs x depth $depth_big | $b Gbit/s (p50 latency $bl us) | (same) | $(verdict "$b") |"
+  echo "| 64 B WRITE rate, $qps_small QPs x depth $depth_small | $mwr M WR/s (p50 latency $sl us) | | target >= 10 M/s: $met_s |"
   [ -n "$scale_line" ] && echo "$scale_line"
 } > "$out"
 echo; cat "$out"

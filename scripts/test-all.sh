@@ -47,6 +47,11 @@ stage "restart-loop" bash scripts/restart-loop.sh "${IWARP_RESTART_TRIES:-20}"
 # Soak (issue 15 item 1): two daemons over a lossy, reordering wire, verified client churn
 # with kill -9 at random; 60 minutes by hand (scripts/soak.sh), 3 here.
 stage "soak" bash scripts/soak.sh --minutes "${IWARP_SOAK_MINUTES:-3}"
+# The benchmark scripts' smoke (issue 13): the size sweep with its peers (iperf3, UCX over
+# TCP, sockperf) and plots, one short run on the debug build; no figure is judged.
+stage "bench-smoke" env IWARPD=target/debug/iwarpd IWARP_PERF=target/debug/iwarp-perf \
+    SWEEP_RUNS=1 SWEEP_SECONDS=1 SWEEP_SIZES="4096 65536" SWEEP_LAT_ITERS=2000 SWEEP_UCX_RANKS="50 99" \
+    bash scripts/bench-sweep.sh
 # Debian's unmodified rdma-core tools through the drop-in libraries (docs/DROPIN.md).
 stage "demo-dropin" env DEMO_PROFILE=debug bash scripts/demo-dropin.sh
 # The Debian package: built, installed into an empty root, the memif demo run from the

@@ -89,6 +89,7 @@ fn bench_case(c: &mut Criterion, case: &Case) {
     let summary = Summary {
         name,
         msg_len: len,
+        mtu: case.pair.mtu,
         metric: case.metric,
         engine_bytes_per_s: engine_log.median_rate(SAMPLES).unwrap_or(0.0) * len as f64,
         limit_bytes_per_s: limit_log.median_rate(SAMPLES).unwrap_or(0.0) * len as f64,

@@ -78,6 +78,8 @@ pub struct Summary {
     pub name: String,
     /// Message size in bytes.
     pub msg_len: u64,
+    /// The link MTU of the pair.
+    pub mtu: usize,
     /// How the result is quoted.
     pub metric: Metric,
     /// Engine payload bytes per second.
@@ -176,6 +178,7 @@ mod tests {
         let s = Summary {
             name: "write_64KiB".into(),
             msg_len: 65536,
+            mtu: 1500,
             metric: Metric::Goodput,
             engine_bytes_per_s: 21.3e9 / 8.0,
             limit_bytes_per_s: 38.0e9 / 8.0,
@@ -192,6 +195,7 @@ mod tests {
         let s = Summary {
             name: "write_64B".into(),
             msg_len: 64,
+            mtu: 1500,
             metric: Metric::MessageRate,
             engine_bytes_per_s: 2.0e6 * 64.0,
             limit_bytes_per_s: 40.0e6 * 64.0,

@@ -26,6 +26,9 @@ pub struct SizeResult {
     pub measured: Measured,
     /// The intervals of a timed run (`-D` with `--interval`), in order.
     pub intervals: Vec<IntervalResult>,
+    /// Latency tests: the distribution, (fraction at or below, microseconds) points
+    /// (`Samples::cdf`); empty for bandwidth tests.
+    pub cdf: Vec<(f64, f64)>,
 }
 
 /// The run's settings, for the report's head.
@@ -83,6 +86,9 @@ pub fn row(r: &SizeResult) -> String {
 
 fn result_json(test: Test, r: &SizeResult) -> Value {
     let mut v = measured_json(test, r);
+    if !r.cdf.is_empty() {
+        v["cdf"] = r.cdf.iter().map(|&(p, us)| json!([p, us])).collect();
+    }
     if !r.intervals.is_empty() {
         v["intervals"] = r
             .intervals
@@ -148,6 +154,7 @@ mod tests {
                 max_us: 12.0,
             }),
             intervals: Vec::new(),
+            cdf: Vec::new(),
         }
     }
 
@@ -161,6 +168,7 @@ mod tests {
                 elapsed_s: 0.1,
             }),
             intervals: Vec::new(),
+            cdf: Vec::new(),
         }
     }
 
@@ -208,6 +216,23 @@ mod tests {
         assert_eq!(i["mb_per_s"], 0.65536);
         assert!(i["p50_us"].is_null());
         assert_eq!(i["retransmissions"], 3);
+    }
+
+    #[test]
+    fn json_keeps_the_latency_distribution() {
+        let info = RunInfo {
+            test: Test::SendLat,
+            qps: 1,
+            depth: 1,
+            daemons: vec!["a".into()],
+            peer: "198.18.0.1:18515".into(),
+        };
+        let mut r = lat();
+        assert!(json(&info, &[r.clone()])["results"][0].get("cdf").is_none());
+        r.cdf = vec![(0.0, 1.5), (0.5, 2.0), (1.0, 12.0)];
+        let j = json(&info, &[r]);
+        assert_eq!(j["results"][0]["cdf"][1][0], 0.5);
+        assert_eq!(j["results"][0]["cdf"][2][1], 12.0);
     }
 
     #[test]

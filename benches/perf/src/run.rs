@@ -124,6 +124,7 @@ fn measure(
             iterations: n,
             measured: Measured::Latency(s),
             intervals: progress.intervals,
+            cdf: samples.cdf(div),
         })
     } else {
         let mut depth = args.effective_depth();
@@ -139,6 +140,7 @@ fn measure(
             iterations: b.messages,
             measured: Measured::Bandwidth(b),
             intervals: progress.intervals,
+            cdf: Vec::new(),
         })
     }
 }

@@ -62,6 +62,32 @@ impl Samples {
     }
 }
 
+/// The fractions of samples at which [`Samples::cdf`] gives the latency: every percent,
+/// then finer in the tail (99.1 .. 99.9 %, 99.99 %), and the largest sample (1.0).
+pub fn cdf_fractions() -> impl Iterator<Item = f64> {
+    (1..=99)
+        .map(|p| p as f64 / 100.0)
+        .chain((1..=9).map(|t| 0.99 + t as f64 / 1000.0))
+        .chain([0.9999, 1.0])
+}
+
+impl Samples {
+    /// The distribution of the samples as (fraction at or below, microseconds) points at
+    /// [`cdf_fractions`], each sample divided by `divisor`; the first point is the smallest
+    /// sample at fraction 0. Empty without samples. Sorts the samples.
+    pub fn cdf(&mut self, divisor: u64) -> Vec<(f64, f64)> {
+        if self.ns.is_empty() {
+            return Vec::new();
+        }
+        self.ns.sort_unstable();
+        let n = self.ns.len();
+        let d = divisor.max(1) as f64 * 1000.0;
+        std::iter::once((0.0, self.ns[0] as f64 / d))
+            .chain(cdf_fractions().map(|p| (p, self.ns[rank(n, p)] as f64 / d)))
+            .collect()
+    }
+}
+
 /// Nearest-rank percentile index: the smallest sample with at least `p` of the samples at
 /// or below it.
 pub fn rank(n: usize, p: f64) -> usize {
@@ -158,6 +184,22 @@ mod tests {
         assert_eq!((h.min_us, h.median_us, h.max_us), (0.5, 250.0, 500.0));
         s.clear();
         assert!(s.summary(1).is_none());
+    }
+
+    #[test]
+    fn cdf_of_known_samples() {
+        let mut s = Samples::with_capacity(1000);
+        assert!(s.cdf(1).is_empty());
+        for ns in (1..=1000u64).rev() {
+            s.record(ns * 1000);
+        }
+        let c = s.cdf(2);
+        assert_eq!(c.first(), Some(&(0.0, 0.5)));
+        assert_eq!(c.last(), Some(&(1.0, 500.0)));
+        assert!(c.contains(&(0.5, 250.0)), "{c:?}");
+        assert!(c.contains(&(0.999, 499.5)), "{c:?}");
+        assert!(c.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1));
+        assert_eq!(c.len(), 1 + 99 + 9 + 2);
     }
 
     #[test]
