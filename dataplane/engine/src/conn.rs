@@ -108,6 +108,11 @@ pub struct Conn {
     pub nudge_at: Option<Instant>,
     /// Nudge checks done.
     pub nudge_checks: u8,
+    /// Woken from the MPA pool's wait list with a ring set aside for it (taken or given
+    /// up at its next pump).
+    pub ring_promised: bool,
+    /// FPDUs queued since its turn on an FPDU ring began (`EngineCore::pump`).
+    pub ring_turn_fpdus: u16,
 }
 
 impl core::fmt::Debug for Conn {
@@ -178,6 +183,8 @@ impl Conn {
             close_deadline: None,
             nudge_at: None,
             nudge_checks: 0,
+            ring_promised: false,
+            ring_turn_fpdus: 0,
         }
     }
 

@@ -10,11 +10,15 @@ use iwarp_types::{ConnId, Duration, Instant, Memory, QpId, TermCode};
 use iwarp_wire::mpa::RtrType;
 
 use crate::conn::{Conn, ConnState, Role};
+use crate::conn_table::ConnTable;
 use crate::engine::EngineCore;
 use crate::event::{ConnectFailure, Event};
 
 /// Most ULPDUs moved from a QP into MPA per service pass (bounds the work per call).
 const PUMP_MAX: usize = 64;
+/// FPDUs a connection queues on one turn of an FPDU ring while other connections wait for
+/// a ring (a quarter of a ring's entries: about 90 KiB at MTU 1500).
+pub(crate) const RING_TURN_FPDUS: u16 = 64;
 /// Most QP LLP requests handled per pass.
 const LLP_REQUESTS_MAX: usize = 4;
 
@@ -322,27 +326,62 @@ impl EngineCore {
         }
     }
 
-    /// Moves waiting connections to the ready list, as many as the MPA pool has rings
-    /// for: O(1) when nobody waits. Returns the number woken.
+    /// Moves waiting connections to the ready list in the order they came, one for each
+    /// ring the MPA pool has that is not already set aside, and sets a ring aside for
+    /// each (`Conn::ring_promised`): O(1) when nobody waits. Returns the number woken.
     #[inline]
-    pub(crate) fn wake_pool_waiters(&mut self) -> usize {
+    pub(crate) fn wake_pool_waiters(&mut self, conns: &mut ConnTable<Conn>) -> usize {
         if self.pool_wait.is_empty() {
             return 0;
         }
-        let n = self.mpa_pool.rings_available().min(self.pool_wait.len());
-        for _ in 0..n {
-            if let Some(slot) = self.pool_wait.pop() {
-                self.ready.push(slot);
+        let free = self
+            .mpa_pool
+            .rings_available()
+            .saturating_sub(self.rings_promised);
+        let mut woken = 0;
+        // Bounded: each turn pops one entry of the list.
+        while woken < free {
+            let Some(slot) = self.pool_wait.pop() else {
+                break;
+            };
+            let Some(conn) = conns.id_at_slot(slot).and_then(|id| conns.get_mut(id)) else {
+                continue;
+            };
+            if !conn.ring_promised {
+                conn.ring_promised = true;
+                self.rings_promised += 1;
             }
+            self.ready.push(slot);
+            woken += 1;
         }
-        n
+        woken
+    }
+
+    /// Gives up a ring set aside for `conn` that it did not take.
+    fn drop_ring_promise(&mut self, conn: &mut Conn) {
+        if conn.ring_promised {
+            conn.ring_promised = false;
+            self.rings_promised = self.rings_promised.saturating_sub(1);
+        }
+    }
+
+    /// Whether `conn` may use an FPDU ring now: it holds one, one was set aside for it,
+    /// or nobody waits and the pool has one that is not set aside for another.
+    fn may_use_ring(&self, conn: &Conn) -> bool {
+        conn.mpa.holds_tx_ring()
+            || conn.ring_promised
+            || (self.pool_wait.is_empty() && self.mpa_pool.rings_available() > self.rings_promised)
     }
 
     /// Moves ULPDUs from the QP into MPA while TCP can send them. The FPDU ring is
     /// borrowed from the pool for the time FPDUs are queued; with none free the
-    /// connection waits on `pool_wait` (its WRs stay on the QP).
+    /// connection waits on `pool_wait` (its WRs stay on the QP). While others wait, a
+    /// connection queues at most [`RING_TURN_FPDUS`] FPDUs on its ring, then lets the
+    /// ring drain back to the pool and waits behind them: without turns, busy connections
+    /// would keep their rings for ever and the others would never send.
     pub(crate) fn pump(&mut self, now: Instant, id: ConnId, conn: &mut Conn, mem: &dyn Memory) {
         let (true, Some(qp)) = (conn.qp_ready, conn.qp) else {
+            self.drop_ring_promise(conn);
             return;
         };
         let mut dry = true;
@@ -350,15 +389,30 @@ impl EngineCore {
             conn.tcp.state(),
             TcpState::Established | TcpState::CloseWait
         ) {
-            if conn.mpa.take_tx_ring(&mut self.mpa_pool) {
+            let held = conn.mpa.holds_tx_ring();
+            let may = self.may_use_ring(conn);
+            if may && conn.mpa.take_tx_ring(&mut self.mpa_pool) {
+                if !held || conn.ring_promised {
+                    // A new turn: a ring just taken, or the connection's place in the
+                    // wait list came while it still held its last one.
+                    conn.ring_turn_fpdus = 0;
+                }
+                self.drop_ring_promise(conn);
                 dry = self.pump_qp(now, conn, qp, mem);
+                if !dry && self.ring_turn_over(conn) {
+                    self.pool_wait.push(crate::conn_table::slot_of(id));
+                }
                 // Nothing was queued (the QP had nothing): the ring goes straight back.
                 conn.mpa.return_tx_ring(&mut self.mpa_pool);
             } else {
+                if !may {
+                    self.mpa_pool.count_ring_wait();
+                }
                 self.pool_wait.push(crate::conn_table::slot_of(id));
                 dry = false;
             }
         }
+        self.drop_ring_promise(conn);
         if dry && conn.close_requested {
             conn.close_requested = false;
             let deadline = self.close_deadline(now);
@@ -366,10 +420,18 @@ impl EngineCore {
         }
     }
 
+    /// Whether `conn` used up its turn on its FPDU ring while others wait for one.
+    fn ring_turn_over(&self, conn: &Conn) -> bool {
+        conn.ring_turn_fpdus >= RING_TURN_FPDUS && !self.pool_wait.is_empty()
+    }
+
     /// Moves ULPDUs of `qp` into MPA; true if the QP has nothing more to send now.
     fn pump_qp(&mut self, now: Instant, conn: &mut Conn, qp: QpId, mem: &dyn Memory) -> bool {
         let max = conn.mpa.max_ulpdu_len(conn.tcp.eff_mss());
         for _ in 0..PUMP_MAX {
+            if self.ring_turn_over(conn) {
+                return false;
+            }
             // Keep about one window of FPDUs queued ahead of TCP: enough to fill it,
             // not so much that completions lag. FPDUs a responder's MPA still holds back
             // (RFC 5044 7.1.2) count as unsent: the queue stays about one window long.
@@ -385,6 +447,7 @@ impl EngineCore {
             if desc.is_terminate() {
                 self.counters.terminates_sent += 1;
             }
+            conn.ring_turn_fpdus = conn.ring_turn_fpdus.saturating_add(1);
             if conn.mpa.push_ulpdu(desc, len).is_err() {
                 // There was room and `len <= max`: a failure is a bug in a layer. Stop the
                 // stream rather than lose the segment silently.
@@ -404,6 +467,7 @@ impl EngineCore {
             self.listeners.release_slot(port);
         }
         conn.mpa.return_storage(&mut self.mpa_pool);
+        self.drop_ring_promise(&mut conn);
         // Normally detached already when TCP reported the end.
         self.detach_qp(id, &mut conn, LlpEvent::Closed);
         if let Some(qp) = conn.qp {

@@ -72,8 +72,13 @@ pub(crate) struct EngineCore {
     /// MPA storage lent to connections while they use it (FPDU rings, staging buffers,
     /// the transmit scratch buffer).
     pub(crate) mpa_pool: MpaPool<TxUlpdu>,
-    /// Connections that found no FPDU ring in the pool; woken as rings come back.
+    /// Connections waiting for an FPDU ring, first come first served: those that found
+    /// the pool empty and those whose turn on a ring ended while others waited; woken
+    /// as rings come back.
     pub(crate) pool_wait: ReadyList,
+    /// Rings set aside for woken waiters that have not taken them yet
+    /// (`Conn::ring_promised`): never more than the pool has available.
+    pub(crate) rings_promised: usize,
     /// The budget of RSTs answering segments for no connection
     /// (`no_connection_rsts_per_s`; why: where a segment finds no connection).
     pub(crate) rst_budget: SecondBudget,
@@ -210,6 +215,7 @@ impl Engine {
                 },
             ),
             pool_wait: ReadyList::new(cfg.max_conns),
+            rings_promised: 0,
             rst_budget: SecondBudget::new(),
             cfg,
         };

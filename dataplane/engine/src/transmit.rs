@@ -41,7 +41,7 @@ impl Engine {
         mem: &dyn Memory,
     ) -> Option<usize> {
         let frame_max = self.core.iface.frame_len_max().min(buf.len());
-        self.core.wake_pool_waiters();
+        self.core.wake_pool_waiters(&mut self.conns);
         // Every connection ready at the start is visited at most once per call.
         let mut budget = self.core.ready.len();
         loop {
@@ -51,7 +51,7 @@ impl Engine {
             }
             if budget == 0 {
                 // Rings came back meanwhile (a connection retired): its waiters go now.
-                budget = self.core.wake_pool_waiters();
+                budget = self.core.wake_pool_waiters(&mut self.conns);
             }
             if budget == 0 || frame_max <= L4_OFFSET {
                 return None;

@@ -168,6 +168,11 @@ impl<D> MpaConn<D> {
         self.tx.take_ring(pool)
     }
 
+    /// True if the connection holds an FPDU ring (lent by the pool or its own).
+    pub fn holds_tx_ring(&self) -> bool {
+        self.tx.holds_ring()
+    }
+
     /// True if the FPDU ring holds storage for another FPDU (without growing).
     pub fn has_tx_ring(&self) -> bool {
         self.tx.has_ring()

@@ -136,6 +136,12 @@ impl<D> MpaPool<D> {
         }))
     }
 
+    /// Counts a wait for a ring that was not asked of the pool (the caller queued the
+    /// connection behind earlier waiters).
+    pub fn count_ring_wait(&mut self) {
+        self.counters.ring_waits += 1;
+    }
+
     /// Takes a ring back (emptied by the caller).
     pub(crate) fn put_ring(&mut self, mut ring: VecDeque<Entry<D>>) {
         ring.clear();

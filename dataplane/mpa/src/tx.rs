@@ -151,6 +151,11 @@ impl<D> TxQueue<D> {
             + self.scratch.capacity()
     }
 
+    /// True if the connection holds ring storage (its own or lent), full or not.
+    pub(crate) fn holds_ring(&self) -> bool {
+        self.ring.capacity() > 0
+    }
+
     /// True if the ring has storage for at least one more FPDU without growing.
     pub(crate) fn has_ring(&self) -> bool {
         self.ring.capacity() > self.ring.len()

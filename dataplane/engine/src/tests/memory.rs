@@ -121,3 +121,58 @@ fn an_idle_established_connection_holds_no_heap_before_and_after_traffic() {
     assert_idle(&p, &ids, &b_ids);
     assert!(p.a.eng.mpa_pool().heap_bytes() >= p.a.eng.config().mpa_ring_bytes());
 }
+
+#[test]
+fn busy_connections_take_turns_on_the_pool_s_rings() {
+    // Every connection keeps many WRITEs queued, far more FPDUs than one turn: without
+    // turns the first to get the ring would keep it until its queue ran dry.
+    const WRS: usize = 12;
+    let mut p = Pair::with_configs(one_ring(1), one_ring(2));
+    let (_ids, qps, _b_ids) = connect_all(&mut p);
+    let data = pattern(WRITE_LEN * N, 5);
+    p.a.fill(0, &data);
+    for (i, &qp) in qps.iter().enumerate() {
+        let off = (i * WRITE_LEN) as u64;
+        for k in 0..WRS {
+            let wr = SendWr {
+                wr_id: (i * WRS + k) as u64,
+                op: SendOp::Write {
+                    remote_to: off,
+                    rkey: p.b.mr,
+                },
+                sgl: sge(&p.a, off, WRITE_LEN as u32),
+                flags: SendFlags::SIGNALED,
+            };
+            p.a.eng.post_send(qp, &wr).unwrap();
+        }
+    }
+    assert!(
+        WRS * WRITE_LEN / 1448 > 2 * usize::from(crate::conn_service::RING_TURN_FPDUS),
+        "the test must need several turns per connection"
+    );
+    let mut done = Vec::new();
+    p.run_until(|p| {
+        done.extend(p.a.completions());
+        done.len() == N * WRS
+    });
+    assert!(done.iter().all(|c| c.status == WcStatus::Success));
+    assert_eq!(p.b.bytes(0, data.len()), &data[..]);
+    // By the time the first connection completed its last WRITE, every connection had
+    // completed some of its own: they took turns.
+    let first_finished = qps
+        .iter()
+        .map(|&qp| done.iter().rposition(|c| c.qp == qp).unwrap())
+        .min()
+        .unwrap();
+    for &qp in &qps {
+        let before = done[..first_finished].iter().filter(|c| c.qp == qp).count();
+        assert!(
+            before > 0,
+            "{qp:?} completed nothing before another finished all"
+        );
+    }
+    let pool = p.a.eng.mpa_pool().counters();
+    assert_eq!(pool.rings_allocated, 1, "one ring, lent in turn: {pool:?}");
+    p.run(true);
+    assert_eq!(p.a.eng.mpa_pool().rings_out(), 0);
+}
