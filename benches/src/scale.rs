@@ -11,6 +11,10 @@
 //!   delta from before the engines were built (`/proc/self/statm`; includes the verbs
 //!   objects and everything else), both divided by the connections of both engines;
 //! - one signaled 64-byte RDMA WRITE on every QP, checked byte for byte at B;
+//! - sustained load on every QP at once (issue 13, target 6): for a fixed wall time, every
+//!   QP keeps [`STREAM_DEPTH`] signaled 4 KiB WRITEs in flight, each into its own 4 KiB of
+//!   B's memory, reposted as it completes; the aggregate goodput over all QPs (checked
+//!   byte for byte at B), to compare with one QP's (`write_4KiB`);
 //! - disconnect of every QP, the TCP connections run out of TIME_WAIT, and memory again.
 
 use std::time::{Duration as WallDuration, Instant as WallInstant};
@@ -36,6 +40,10 @@ const BURST_FRAMES: usize = 32;
 const ROUND_NS: u64 = 1_000;
 /// Completions polled per call.
 const CQ_POLL_BATCH: usize = 64;
+/// Bytes of each WRITE of the sustained phase; each QP owns this much of each arena.
+pub const STREAM_LEN: usize = 4096;
+/// WRITEs each QP keeps in flight in the sustained phase (its send queue's depth).
+pub const STREAM_DEPTH: usize = 2;
 
 fn err(what: impl core::fmt::Debug, context: &str) -> BenchError {
     BenchError(format!("{context}: {what:?}"))
@@ -65,6 +73,12 @@ pub struct ScaleReport {
     pub rss_bytes_per_conn: f64,
     /// Wall time of one WRITE on every QP, to the last completion.
     pub write_wall: WallDuration,
+    /// Sustained phase: WRITE payload bytes completed within its wall time, all QPs.
+    pub stream_bytes: u64,
+    /// Sustained phase: its wall time.
+    pub stream_wall: WallDuration,
+    /// Sustained phase: the QP with the fewest completed WRITEs, and the most.
+    pub stream_min_max_per_qp: (u64, u64),
     /// Connection heap per connection once the WRITEs completed and the link went quiet.
     pub conn_heap_bytes_after_write: f64,
     /// FPDU rings the pools allocated (high-water mark, both engines).
@@ -82,6 +96,11 @@ pub struct ScaleReport {
 }
 
 impl ScaleReport {
+    /// Sustained phase: aggregate goodput in bytes per second.
+    pub fn stream_bytes_per_s(&self) -> f64 {
+        self.stream_bytes as f64 / self.stream_wall.as_secs_f64().max(1e-9)
+    }
+
     /// Connections per second through set-up (TCP + MPA + RTR, both sides ready).
     pub fn setup_rate(&self) -> f64 {
         self.conns as f64 / self.setup_wall.as_secs_f64().max(1e-9)
@@ -117,6 +136,15 @@ impl ScaleReport {
                 self.conn_heap_bytes_after_write,
                 self.pool_rings_allocated,
                 self.pool_ring_waits
+            ),
+            format!(
+                "scale_stream: {} QPs x {STREAM_DEPTH} signaled {} KiB WRITEs in flight each for {:.1} s: {:.2} Gbit/s aggregate, verified; per QP {} to {} WRITEs completed",
+                self.conns,
+                STREAM_LEN / 1024,
+                self.stream_wall.as_secs_f64(),
+                self.stream_bytes_per_s() * 8.0 / 1e9,
+                self.stream_min_max_per_qp.0,
+                self.stream_min_max_per_qp.1
             ),
             format!(
                 "scale_close: {} QPs disconnected in {:.3} s; after TIME_WAIT {} connections left, connection heap {} B, RSS growth {:.0} B per connection (freed memory stays with the allocator)",
@@ -183,13 +211,13 @@ impl Side {
     fn new(last: u8, n: usize) -> Result<Side, BenchError> {
         let mut eng = Engine::try_new(scale_config(last, n)).map_err(|e| err(e, "engine"))?;
         let mut mem = VecMemory::new();
-        let arena = (n * WRITE_LEN).max(4096);
+        let arena = n * STREAM_LEN;
         let region = mem.add_arena(arena);
         let r = eng.rnic_mut();
         let pd: PdId = r.alloc_pd().map_err(|e| err(e, "alloc_pd"))?;
         let (cq, _) = r.create_cq(4096).map_err(|e| err(e, "create_cq"))?;
         let attr = QpAttr {
-            sq_depth: 2,
+            sq_depth: STREAM_DEPTH as u32,
             inbound_write: true,
             ..QpAttr::new(pd, cq)
         };
@@ -347,8 +375,9 @@ fn settle(s: &mut Scale, t: &mut Tally, next_b_qp: &mut usize) -> Result<(), Ben
     Ok(())
 }
 
-/// Runs the scale benchmark with `n` QPs on each engine.
-pub fn run(n: usize) -> Result<ScaleReport, BenchError> {
+/// Runs the scale benchmark with `n` QPs on each engine, the sustained phase for
+/// `stream_for` of wall time.
+pub fn run(n: usize, stream_for: WallDuration) -> Result<ScaleReport, BenchError> {
     if n == 0 || n > 60_000 {
         return Err(BenchError("QP count must be in 1..=60000".into()));
     }
@@ -500,6 +529,8 @@ pub fn run(n: usize) -> Result<ScaleReport, BenchError> {
         return Err(BenchError("WRITE data differs at B".into()));
     }
     settle(&mut s, &mut t, &mut next_b_qp)?;
+    stream(&mut s, &mut t, &mut next_b_qp, stream_for, &mut rep)?;
+    settle(&mut s, &mut t, &mut next_b_qp)?;
     rep.conn_heap_bytes_after_write =
         (s.a.eng.conns_heap_bytes() + s.b.eng.conns_heap_bytes()) as f64 / both;
     let (pa, pb) = (s.a.eng.mpa_pool().counters(), s.b.eng.mpa_pool().counters());
@@ -541,13 +572,115 @@ pub fn run(n: usize) -> Result<ScaleReport, BenchError> {
     Ok(rep)
 }
 
+/// One signaled `STREAM_LEN` WRITE on A's QP number `i`, from and to the QP's own slot.
+fn post_stream_write(s: &mut Scale, i: usize) -> Result<(), BenchError> {
+    let off = (i * STREAM_LEN) as u64;
+    let wr = SendWr {
+        wr_id: i as u64,
+        op: SendOp::Write {
+            remote_to: off,
+            rkey: s.b.mr,
+        },
+        sgl: SgList::single(Sge {
+            addr: off,
+            length: STREAM_LEN as u32,
+            lkey: s.a.mr,
+        }),
+        flags: SendFlags::SIGNALED,
+    };
+    s.a.eng
+        .post_send(s.a.qps[i], &wr)
+        .map_err(|e| err(e, "post_send (stream)"))
+}
+
+/// The sustained phase: every QP keeps `STREAM_DEPTH` WRITEs in flight for `wall` (each
+/// completion reposts on its QP), then the rest drains; B's memory is compared with A's.
+fn stream(
+    s: &mut Scale,
+    t: &mut Tally,
+    next_b_qp: &mut usize,
+    wall: WallDuration,
+    rep: &mut ScaleReport,
+) -> Result<(), BenchError> {
+    let n = s.a.qps.len();
+    {
+        let arena = s.a.mem.arena_mut(s.a.region);
+        for (i, byte) in arena.iter_mut().enumerate() {
+            *byte = (i / STREAM_LEN) as u8 ^ (i as u8).wrapping_mul(13) ^ 0x5a;
+        }
+    }
+    let mut per_qp = vec![0u64; n];
+    let mut in_flight = 0usize;
+    for _ in 0..STREAM_DEPTH {
+        for i in 0..n {
+            post_stream_write(s, i)?;
+            in_flight += 1;
+        }
+    }
+    let start = WallInstant::now();
+    let mut timed_bytes = 0u64;
+    let mut timing = true;
+    // Bounded: the timed part ends by the clock; the drain by completions or this count.
+    for _ in 0..(10_000_000 + 200 * n) {
+        if timing && start.elapsed() >= wall {
+            timing = false;
+            rep.stream_wall = start.elapsed();
+            rep.stream_bytes = timed_bytes;
+        }
+        if !timing && in_flight == 0 {
+            break;
+        }
+        s.round(true);
+        s.events(t, next_b_qp)?;
+        loop {
+            let got =
+                s.a.eng
+                    .rnic_mut()
+                    .poll_cq(s.a.cq, &mut s.cqes)
+                    .map_err(|e| err(e, "poll_cq"))?;
+            for k in 0..got {
+                let c = s.cqes[k];
+                if c.status != WcStatus::Success {
+                    return Err(err(c, "stream WRITE completion"));
+                }
+                let i = c.wr_id as usize;
+                per_qp[i] += 1;
+                in_flight -= 1;
+                if timing {
+                    timed_bytes += STREAM_LEN as u64;
+                    post_stream_write(s, i)?;
+                    in_flight += 1;
+                }
+            }
+            if got < s.cqes.len() {
+                break;
+            }
+        }
+    }
+    if timing || in_flight != 0 {
+        return Err(BenchError(format!(
+            "stream: {in_flight} WRITEs still in flight at the end"
+        )));
+    }
+    rep.stream_min_max_per_qp = (
+        per_qp.iter().copied().min().unwrap_or(0),
+        per_qp.iter().copied().max().unwrap_or(0),
+    );
+    let src = s.a.mem.arena(s.a.region);
+    let dst = s.b.mem.arena(s.b.region);
+    if src[..n * STREAM_LEN] != dst[..n * STREAM_LEN] {
+        return Err(BenchError("stream: WRITE data differs at B".into()));
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn two_hundred_qps_connect_write_and_close_with_idle_connections_holding_no_heap() {
-        let r = run(200).unwrap();
+        let r = run(200, WallDuration::from_millis(200)).unwrap();
         assert_eq!(r.conns, 200);
         assert_eq!(r.conn_heap_bytes_per_conn, 0.0, "{r:?}");
         assert_eq!(r.conn_heap_bytes_after_write, 0.0, "{r:?}");
@@ -555,12 +688,15 @@ mod tests {
         assert_eq!(r.conn_heap_bytes_after_close, 0);
         assert!(r.slot_bytes < 2_500, "{r:?}");
         assert!(r.setup_rate() > 0.0);
-        assert_eq!(r.lines().len(), 4);
+        assert_eq!(r.lines().len(), 5);
+        // Every QP moved data in the sustained phase (no QP starved), all verified.
+        assert!(r.stream_bytes > 0, "{r:?}");
+        assert!(r.stream_min_max_per_qp.0 >= 1, "{r:?}");
     }
 
     #[test]
     fn bad_counts_are_errors() {
-        assert!(run(0).is_err());
-        assert!(run(1_000_000).is_err());
+        assert!(run(0, WallDuration::ZERO).is_err());
+        assert!(run(1_000_000, WallDuration::ZERO).is_err());
     }
 }
