@@ -2,8 +2,14 @@
 # peers every figure is a ratio against, measured the same way by every script, and the
 # helpers they share. Not a program of its own.
 #
-# Peers, each over the kernel's loopback, server pinned to CPU $DP_CPU, client to $APP_CPU
-# (the two CPUs iwarpd's dataplane core and the benchmark program use):
+# Peers, each over the kernel's loopback, in two arrangements: "split" (server pinned to CPU
+# $DP_CPU, client to $APP_CPU: the two CPUs iwarpd's dataplane core and the benchmark
+# program use) and "shared" (both on $APP_CPU: on a VM a wake-up across CPUs costs tens of
+# microseconds, so the kernel's ping-pong and even its bulk transfer can be faster on one
+# CPU). Each kernel figure is the peer's better arrangement (BENCH_PEER_ARRANGEMENTS="split
+# shared" by default; one of them to measure only that). UCX busy-polls at both ends, as
+# iwarpd and iwarp-perf do, so it runs split only (two pollers on one CPU take turns by
+# time slices):
 #   peer_iperf3 SIZE SECS            kernel TCP, one stream of SIZE-byte writes: Gbit/s
 #   peer_sockperf SIZE SECS [LOG]    kernel TCP ping-pong: "median p99" half round trip, us
 #                                    (LOG: sockperf's per-message log, for a CDF)
@@ -16,6 +22,11 @@
 : "${DP_CPU:=$(( $(nproc) > 1 ? 1 : 0 ))}"
 : "${APP_CPU:=0}"
 bench_port=${BENCH_PORT_BASE:-$(( 20000 + $$ % 20000 ))}
+bench_arrangements=${BENCH_PEER_ARRANGEMENTS:-split shared}
+# The server's CPU in an arrangement (the client always runs on $APP_CPU).
+_bench_server_cpu() { [ "$1" = shared ] && echo "$APP_CPU" || echo "$DP_CPU"; }
+# The better of "VALUE REST..." lines on stdin: max (bandwidth) or min (latency) of field 1.
+_bench_best() { sort -g -k1,1 | { if [ "$1" = max ]; then tail -1; else head -1; fi; }; }
 
 bench_median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 bench_json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
@@ -56,37 +67,51 @@ _bench_server_stop() {
 }
 
 peer_iperf3() { # size secs
+  local a
+  for a in $bench_arrangements; do _iperf3_once "$(_bench_server_cpu "$a")" "$@"; done | _bench_best max
+}
+_iperf3_once() { # server-cpu size secs
   local port=$(( bench_port + 1 )) out bps
-  _bench_server "$port" taskset -c "$DP_CPU" iperf3 -s -1 -p "$port" || { echo "bench: iperf3 server did not start" >&2; echo 0; return; }
-  out=$(taskset -c "$APP_CPU" iperf3 -c 127.0.0.1 -p "$port" -t "$2" -l "$1" -J 2>&1)
+  _bench_server "$port" taskset -c "$1" iperf3 -s -1 -p "$port" || { echo "bench: iperf3 server did not start" >&2; echo 0; return; }
+  out=$(taskset -c "$APP_CPU" iperf3 -c 127.0.0.1 -p "$port" -t "$3" -l "$2" -J 2>&1)
   _bench_server_stop
   bps=$(grep -oE '"bits_per_second":[[:space:]]*[0-9.e+]+' <<< "$out" | tail -1 | grep -oE '[0-9.e+]+$')
-  [ -n "$bps" ] || { echo "bench: iperf3 -l $1 failed: $(tail -3 <<< "$out")" >&2; echo 0; return; }
+  [ -n "$bps" ] || { echo "bench: iperf3 -l $2 failed: $(tail -3 <<< "$out")" >&2; echo 0; return; }
   awk -v b="$bps" 'BEGIN {printf "%.3f\n", b / 1e9}'
 }
 
 peer_sockperf() { # size secs [full log]
+  local a best
+  best=$(for a in $bench_arrangements; do
+    echo "$(_sockperf_once "$(_bench_server_cpu "$a")" "$1" "$2" "${3:+$3.$a}") $a"
+  done | grep -v '^0 ' | _bench_best min)
+  [ -n "$best" ] || { echo "0 0"; return; }
+  # The better arrangement's per-message log is the one kept.
+  [ -n "${3:-}" ] && mv "$3.${best##* }" "$3" && rm -f "$3".split "$3".shared
+  echo "${best% *}"
+}
+_sockperf_once() { # server-cpu size secs [full log]
   local port=$(( bench_port + 2 )) out med p99 log=()
-  [ -n "${3:-}" ] && log=(--full-log "$3")
-  _bench_server "$port" taskset -c "$DP_CPU" sockperf server --tcp -i 127.0.0.1 -p "$port" \
+  [ -n "${4:-}" ] && log=(--full-log "$4")
+  _bench_server "$port" taskset -c "$1" sockperf server --tcp -i 127.0.0.1 -p "$port" \
     || { echo "bench: sockperf server did not start" >&2; echo "0 0"; return; }
-  out=$(taskset -c "$APP_CPU" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m "$1" -t "$2" "${log[@]}" 2>&1)
+  out=$(taskset -c "$APP_CPU" sockperf ping-pong --tcp -i 127.0.0.1 -p "$port" -m "$2" -t "$3" "${log[@]}" 2>&1)
   _bench_server_stop
   # "---> percentile 50.000 =   12.345" (half round trips, us)
   med=$(grep -E 'percentile 50\.000' <<< "$out" | grep -oE '[0-9.]+$' | tail -1)
   p99=$(grep -E 'percentile 99\.000' <<< "$out" | grep -oE '[0-9.]+$' | tail -1)
-  [ -n "$med" ] || { echo "bench: sockperf -m $1 failed: $(tail -3 <<< "$out")" >&2; echo "0 0"; return; }
+  [ -n "$med" ] || { echo "bench: sockperf -m $2 failed: $(tail -3 <<< "$out")" >&2; echo "0 0"; return; }
   echo "$med ${p99:-0}"
 }
 
 # One ucx_perftest client run against a fresh server; prints its final line
 # ("iters p50 avg overall MB/s-avg MB/s-overall msg/s-avg msg/s-overall").
-_ucx_run() { # port test size iters extra...
-  local port=$1 t=$2 size=$3 iters=$4; shift 4
-  _bench_server "$port" env UCX_TLS=tcp UCX_NET_DEVICES=lo taskset -c "$DP_CPU" ucx_perftest -p "$port" \
+_ucx_run() { # server-cpu port test size iters extra...
+  local cpu=$1 port=$2 t=$3 size=$4 iters=$5; shift 5
+  _bench_server "$port" env UCX_TLS=tcp UCX_NET_DEVICES=lo taskset -c "$cpu" ucx_perftest -p "$port" \
     || { echo "bench: ucx_perftest server did not start" >&2; return 1; }
   local out
-  out=$(UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 300 taskset -c "$APP_CPU" \
+  out=$(UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 120 taskset -c "$APP_CPU" \
     ucx_perftest 127.0.0.1 -p "$port" -t "$t" -s "$size" -n "$iters" -w $(( iters / 10 + 1 )) -f "$@" 2>&1)
   _bench_server_stop
   local last
@@ -97,18 +122,24 @@ _ucx_run() { # port test size iters extra...
 
 # UCX bandwidth: a short run measures the message rate, a second one lasts about SECS.
 peer_ucx_bw() { # test size secs depth
-  local port=$(( bench_port + 3 )) t=$1 size=$2 secs=$3 depth=$4 line rate iters
-  line=$(_ucx_run "$port" "$t" "$size" 200 -O "$depth") || { echo 0; return; }
+  _ucx_bw_once "$DP_CPU" "$@"
+}
+_ucx_bw_once() { # server-cpu test size secs depth
+  local cpu=$1 port=$(( bench_port + 3 )) t=$2 size=$3 secs=$4 depth=$5 line rate iters
+  line=$(_ucx_run "$cpu" "$port" "$t" "$size" 200 -O "$depth") || { echo 0; return; }
   rate=$(awk '{print $8}' <<< "$line")
   iters=$(awk -v r="$rate" -v s="$secs" 'BEGIN {n = int(r * s); if (n < 200) n = 200; if (n > 20000000) n = 20000000; print n}')
-  line=$(_ucx_run "$port" "$t" "$size" "$iters" -O "$depth") || { echo 0; return; }
+  line=$(_ucx_run "$cpu" "$port" "$t" "$size" "$iters" -O "$depth") || { echo 0; return; }
   # Gbit/s from the overall message rate (ucx_perftest's "MB/s" are MiB/s).
   awk -v s="$size" '{printf "%.3f\n", $8 * s * 8 / 1e9}' <<< "$line"
 }
 
 peer_ucx_lat() { # size iters [rank]
+  _ucx_lat_once "$DP_CPU" "$@"
+}
+_ucx_lat_once() { # server-cpu size iters [rank]
   local port=$(( bench_port + 4 )) line
-  line=$(_ucx_run "$port" tag_lat "$1" "$2" -R "${3:-50}") || { echo 0; return; }
+  line=$(_ucx_run "$1" "$port" tag_lat "$2" "$3" -R "${4:-50}") || { echo 0; return; }
   awk '{print $2}' <<< "$line"
 }
 

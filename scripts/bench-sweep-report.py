@@ -201,7 +201,7 @@ unset multiplot
     if sp_run:
         series.append(f'"{plots}/cdf-sockperf.dat" using 1:2 with lines lw 2 title "kernel TCP (sockperf ping-pong)"')
     if ucx_run:
-        series.append(f'"{plots}/cdf-ucx.dat" using 1:2 with linespoints lw 2 pt 7 title "UCX over TCP (tag_lat)"')
+        series.append(f'"{plots}/cdf-ucx.dat" using 1:2 with points pt 7 ps 1.2 title "UCX over TCP (tag_lat, one run per percentile)"')
     if series:
         gnuplot(f"""set terminal svg size 800,480 dynamic font "sans,11" background "white"
 set output "{plots}/latency-cdf.svg"
