@@ -6,14 +6,18 @@ use core::net::Ipv4Addr;
 
 use iwarp_mpa::MpaConn;
 use iwarp_rdma::{LlpEvent, QpModify};
-use iwarp_tcp::{FourTuple, TcpConn, TcpSegment};
+use iwarp_tcp::{FourTuple, TcpConn, TcpSegment, TcpState};
 use iwarp_types::{ConnId, Instant, QpId, QpState};
 
 use crate::conn::{AcceptParams, Conn, ConnState, ConnectParams, Role};
-use crate::conn_table::ListenError;
+use crate::conn_table::{slot_of, ListenError};
 use crate::counters::DropReason;
 use crate::engine::Engine;
 use crate::event::PrivateData;
+
+/// Entries of the half-open list one SYN to a full backlog examines at most (bounds the
+/// work per frame; entries of other listeners go to the back of the list).
+const HALF_OPEN_SCAN_MAX: usize = 32;
 
 /// Why a connection-management call failed. Nothing changed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -321,7 +325,15 @@ impl Engine {
             self.core.counters.drop(DropReason::NoRoute);
             return;
         };
-        if self.conns.is_full() || !self.core.listeners.take_slot(tuple.local_port) {
+        let slot = self.core.listeners.take_slot(tuple.local_port)
+            || (self.evict_half_open(tuple.local_port)
+                && self.core.listeners.take_slot(tuple.local_port));
+        if !slot {
+            self.core.counters.drop(DropReason::TcpBacklogFull);
+            return;
+        }
+        if self.conns.is_full() {
+            self.core.listeners.release_slot(tuple.local_port);
             self.core.counters.drop(DropReason::TcpBacklogFull);
             return;
         }
@@ -347,11 +359,49 @@ impl Engine {
         );
         conn.backlog_port = Some(tuple.local_port);
         match self.conns.insert(tuple, conn) {
-            Ok(id) => self.touch(id),
+            Ok(id) => {
+                self.core.half_open.push(slot_of(id));
+                self.touch(id);
+            }
             Err(_) => {
                 self.core.listeners.release_slot(tuple.local_port);
                 self.core.counters.drop(DropReason::TcpBacklogFull);
             }
         }
+    }
+
+    /// A SYN found its listener's backlog full: the oldest half-open connection of that
+    /// listener (SYN_RECEIVED, not yet announced) is dropped without a word, freeing its
+    /// slot, so that a flood of SYNs from addresses that never answer cannot keep a
+    /// listener's backlog full (a real peer's handshake takes one round trip; a flood's
+    /// entries wait for SYN-ACK retransmissions). Examines at most
+    /// [`HALF_OPEN_SCAN_MAX`] entries of the half-open list. True if one was dropped.
+    fn evict_half_open(&mut self, port: u16) -> bool {
+        let scan = self.core.half_open.len().min(HALF_OPEN_SCAN_MAX);
+        for _ in 0..scan {
+            let Some(slot) = self.core.half_open.pop() else {
+                break;
+            };
+            let Some(id) = self.conns.id_at_slot(slot) else {
+                continue;
+            };
+            let Some(c) = self.conns.get(id) else {
+                continue;
+            };
+            let half_open =
+                c.role == Role::Passive && !c.announced && c.tcp.state() == TcpState::SynReceived;
+            if !half_open {
+                // Its handshake completed (or the slot holds another connection now).
+                continue;
+            }
+            if c.backlog_port != Some(port) {
+                self.core.half_open.push(slot);
+                continue;
+            }
+            self.remove(id);
+            self.core.counters.tcp_half_open_evicted += 1;
+            return true;
+        }
+        false
     }
 }

@@ -101,6 +101,9 @@ pub struct Counters {
     pub tcp_rsts_rate_limited: u64,
     /// RSTs received on a connection.
     pub tcp_rsts_received: u64,
+    /// Half-open passive connections (SYN_RECEIVED) dropped to admit a SYN to their
+    /// listener's full backlog: the oldest goes (a SYN flood cannot lock a listener).
+    pub tcp_half_open_evicted: u64,
     /// TCP data segments retransmitted (any cause), counted as they leave.
     pub tcp_retransmissions: u64,
     /// TCP retransmission timer expirations (data or SYN outstanding).

@@ -65,6 +65,10 @@ pub(crate) struct EngineCore {
     pub(crate) counters: Counters,
     /// Connections that may have something to send (slots; one entry each).
     pub(crate) ready: ReadyList,
+    /// Passive opens in SYN_RECEIVED, oldest first (slots; entries of connections that
+    /// completed their handshake or left are dropped when met): the candidates a SYN to
+    /// a full backlog evicts (`Engine::evict_half_open`).
+    pub(crate) half_open: ReadyList,
     /// Connections that could not queue a frame while their next hop is resolved.
     pub(crate) arp_wait: ReadyList,
     /// Each connection's earliest deadline (slots; one entry each).
@@ -205,6 +209,7 @@ impl Engine {
             events: VecDeque::with_capacity(cfg.event_queue_len),
             counters: Counters::default(),
             ready: ReadyList::new(cfg.max_conns),
+            half_open: ReadyList::new(cfg.max_conns),
             arp_wait: ReadyList::new(cfg.max_conns),
             timers: TimerHeap::new(cfg.max_conns),
             mpa_pool: MpaPool::new(

@@ -147,6 +147,8 @@ counter_set! {
         tcp_rsts_rate_limited,
         /// RSTs received.
         tcp_rsts_received,
+        /// Half-open connections evicted to admit a SYN to a full backlog.
+        tcp_half_open_evicted,
         /// Connections lost to retransmission or keepalive timeouts.
         tcp_timeouts,
         /// MPA CRC errors.
@@ -246,6 +248,7 @@ impl PortCounters {
         c.tcp_rsts_sent = e.tcp_rsts_sent;
         c.tcp_rsts_rate_limited = e.tcp_rsts_rate_limited;
         c.tcp_rsts_received = e.tcp_rsts_received;
+        c.tcp_half_open_evicted = e.tcp_half_open_evicted;
         c.tcp_timeouts = e.tcp_timeouts;
         c.mpa_crc_errors = e.mpa_crc_errors;
         c.mpa_fpdu_stalls = e.mpa_fpdu_stalls;

@@ -142,22 +142,33 @@ fn segments_for_no_connection_get_rsts_within_the_budget_of_each_second() {
     assert_eq!(e.counters().tcp_rsts_rate_limited, 8);
 }
 
+/// A SYN to `dst_port` from the peer's port `src_port`.
+fn syn_from(src_port: u16, dst_port: u16, seq: u32) -> Vec<u8> {
+    let mut f = tcp_frame(
+        TcpFlags {
+            syn: true,
+            ..Default::default()
+        },
+        dst_port,
+        seq,
+    );
+    f[34..36].copy_from_slice(&src_port.to_be_bytes());
+    let mut t = smoltcp::wire::TcpPacket::new_unchecked(&mut f[34..]);
+    t.fill_checksum(
+        &Ipv4Addr::from(PEER_IP).into(),
+        &Ipv4Addr::from(US_IP).into(),
+    );
+    f
+}
+
 #[test]
-fn syn_to_listener_gets_syn_ack_and_full_backlog_drops() {
+fn syn_to_listener_gets_syn_ack_and_a_full_backlog_sheds_its_oldest_half_open() {
     let mut cfg = config(1);
     cfg.backlog_max = 1;
     let mut e = Engine::new(cfg);
     let mut mem = VecMemory::new();
     e.listen(80, 8).unwrap();
-    let syn = tcp_frame(
-        TcpFlags {
-            syn: true,
-            ..Default::default()
-        },
-        80,
-        1000,
-    );
-    e.handle_frame(Instant::ZERO, &syn, &mut mem);
+    e.handle_frame(Instant::ZERO, &syn_from(40_000, 80, 1000), &mut mem);
     // The peer is on-link and unknown: learnt from its SYN, the SYN-ACK goes at once,
     // to the MAC the SYN came from, without an ARP round trip.
     let frames = out(&mut e, &mem);
@@ -168,31 +179,41 @@ fn syn_to_listener_gets_syn_ack_and_full_backlog_drops() {
     assert_eq!(e.counters().arp_gleaned, 1);
     assert_eq!(e.counters().arp_requests_out, 0);
     assert_eq!(e.conn_count(), 1);
-    // Another SYN from another port: the backlog (1) is full; dropped silently.
-    let mut syn2 = tcp_frame(
-        TcpFlags {
-            syn: true,
-            ..Default::default()
-        },
-        80,
-        7,
-    );
-    syn2[34..36].copy_from_slice(&40_001u16.to_be_bytes());
-    let mut ip = Ipv4Packet::new_unchecked(&mut syn2[14..]);
-    ip.fill_checksum();
-    let tcp_sum = {
-        let seg_bytes = &mut syn2[34..];
-        let mut t = smoltcp::wire::TcpPacket::new_unchecked(seg_bytes);
-        t.fill_checksum(
-            &Ipv4Addr::from(PEER_IP).into(),
-            &Ipv4Addr::from(US_IP).into(),
-        );
-        t.checksum()
-    };
-    assert_ne!(tcp_sum, 0);
-    e.handle_frame(Instant::ZERO, &syn2, &mut mem);
+    // Another SYN from another port: the backlog (1) is full of a half-open connection
+    // that never completed its handshake; it goes, the new SYN is answered.
+    e.handle_frame(Instant::ZERO, &syn_from(40_001, 80, 7), &mut mem);
     assert_eq!(e.conn_count(), 1);
-    assert_eq!(e.counters().drops_of(DropReason::TcpBacklogFull), 1);
+    assert_eq!(e.counters().tcp_half_open_evicted, 1);
+    assert_eq!(e.counters().drops_of(DropReason::TcpBacklogFull), 0);
+    let frames = out(&mut e, &mem);
+    assert_eq!(frames.len(), 1, "the SYN-ACK to the second SYN");
+    assert_eq!(&frames[0][36..38], &40_001u16.to_be_bytes());
+}
+
+#[test]
+fn a_syn_flood_cannot_lock_a_listener() {
+    // Backlog 2, a flood of SYNs from ports that never complete the handshake, then a
+    // peer's SYN: it is answered, and the listener never holds more than its backlog.
+    let mut e = Engine::new(config(1));
+    let mut mem = VecMemory::new();
+    e.listen(80, 2).unwrap();
+    for i in 0..100u16 {
+        e.handle_frame(
+            Instant::ZERO,
+            &syn_from(30_000 + i, 80, u32::from(i)),
+            &mut mem,
+        );
+        assert!(e.conn_count() <= 2);
+        out(&mut e, &mem);
+    }
+    e.handle_frame(Instant::ZERO, &syn_from(50_000, 80, 99), &mut mem);
+    let frames = out(&mut e, &mem);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(frames[0][14 + 20 + 13] & 0x12, 0x12, "SYN and ACK");
+    assert_eq!(&frames[0][36..38], &50_000u16.to_be_bytes());
+    assert_eq!(e.conn_count(), 2);
+    assert_eq!(e.counters().tcp_half_open_evicted, 99);
+    assert_eq!(e.counters().drops_of(DropReason::TcpBacklogFull), 0);
 }
 
 #[test]
