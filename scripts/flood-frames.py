@@ -3,6 +3,7 @@
 (scripts/soak.sh --flood KIND; issue 15 item 2).
 
     flood-frames.py IFACE KIND [--subnet 198.18.4] [--seconds S]
+    flood-frames.py IFACE KIND --pcap FILE [--pool N]   (syn, junk: write, do not send)
 
 IFACE is the wire's end facing the victim: frames sent on it reach the victim's port, and
 the frames the victim sends are read from it (to learn its MAC, IP and live connections).
@@ -17,7 +18,10 @@ KIND:
            MPA length, DDP/RDMAP header with random STags and offsets) at random sequence
            numbers: RFC 5961's blind attacks and STag guessing without knowing the stream.
 Frames are built in pools of 4096 and sent round robin (the pool of `guess` is rebuilt
-every second from the connections seen). Prints "flood-frames: KIND sent N frames in S s
+every second from the connections seen). With --pcap, the pool (N frames, default 65536)
+is written to a pcap file once the victim is learnt, for a faster sender to replay
+(scripts/soak.sh --flood-generator testpmd: dpdk-testpmd loops it into IFACE); `guess`
+cannot be written ahead: its frames follow the connections of the moment. Prints "flood-frames: KIND sent N frames in S s
 (R per second)" at the end (SIGTERM/SIGINT, or --seconds). Runs as root; standard library
 only.
 """
@@ -92,9 +96,9 @@ class Victim:
             self.conns.pop(next(iter(self.conns)))
 
 
-def syn_pool(rng, v, subnet):
+def syn_pool(rng, v, subnet, n=POOL):
     out = []
-    for _ in range(POOL):
+    for _ in range(n):
         src = f"{subnet}.{rng.randrange(100, 250)}"
         seg = tcp(src, v.ip, rng.randrange(1024, 65536), rng.randrange(20000, 28000),
                   rng.getrandbits(32), 0, 0x02)
@@ -102,9 +106,9 @@ def syn_pool(rng, v, subnet):
     return out
 
 
-def junk_pool(rng, v, subnet):
+def junk_pool(rng, v, subnet, n=POOL):
     out = []
-    for i in range(POOL):
+    for i in range(n):
         n = rng.randrange(14, 1514)
         body = os.urandom(n - 14)
         if i % 2:
@@ -151,6 +155,15 @@ def guess_pool(rng, v, subnet):
     return out
 
 
+def write_pcap(path, frames):
+    """A classic pcap file (microsecond timestamps, Ethernet)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<IHHiIII", 0xA1B2C3D4, 2, 4, 0, 0, 65535, 1))
+        for i, fr in enumerate(frames):
+            f.write(struct.pack("<IIII", i // 1000000, i % 1000000, len(fr), len(fr)))
+            f.write(fr)
+
+
 def learn_from(s, v, most):
     """Reads up to `most` frames the victim sent (not those sent toward it)."""
     for _ in range(most):
@@ -169,7 +182,13 @@ def main():
     ap.add_argument("--subnet", default="198.18.4")
     ap.add_argument("--seconds", type=float, default=0)
     ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--pcap", help="write the pool to this pcap file instead of sending it")
+    ap.add_argument("--pool", type=int, default=65536, help="frames in the --pcap pool")
     a = ap.parse_args()
+    if a.pcap and a.kind == "guess":
+        ap.error("--pcap: guess frames follow the live connections and cannot be written ahead")
+    if not 1 <= a.pool <= 1 << 20:
+        ap.error("--pool: 1 .. 1048576 frames")
     rng = random.Random(a.seed)
     s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
     s.bind((a.iface, ETH_P_ALL))
@@ -192,6 +211,11 @@ def main():
         print("flood-frames: the victim sent nothing to learn from", file=sys.stderr, flush=True)
         sys.exit(1)
     make = {"syn": syn_pool, "junk": junk_pool, "guess": guess_pool}[a.kind]
+    if a.pcap:
+        frames = make(rng, v, a.subnet, a.pool)
+        write_pcap(a.pcap, frames)
+        print(f"flood-frames: {a.kind}: {len(frames)} frames written to {a.pcap}", file=sys.stderr, flush=True)
+        return
     pool, i, sent, errors = [], 0, 0, 0
     t0 = time.monotonic()
     rebuilt = 0.0

@@ -5,17 +5,21 @@
 # against the run without (target >= 0.5), and the soak's own checks (no run failed or
 # stuck, 0 bytes wrong, nothing left, counters consistent, A's drops by reason).
 #
-#   sudo scripts/flood.sh [--minutes M] [--workers K]     (defaults: 2 minutes, 2 workers)
+#   sudo scripts/flood.sh [--minutes M] [--workers K] [--generator testpmd|python]
+#        (defaults: 2 minutes, 2 workers, testpmd: dpdk-testpmd replays the syn and junk
+#        floods at the fastest rate it reaches; guess is always flood-frames.py, whose
+#        frames follow the live connections)
 #
 # Ends with "flood: N passed, N failed" (a soak run that failed its checks is a failure;
 # the goodput ratios are figures). Logs of each run are kept (paths printed).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-minutes=2 workers=2
+minutes=2 workers=2 generator=testpmd
 while [ $# -gt 0 ]; do
     case $1 in
         --minutes) minutes=${2:?}; shift 2 ;;
         --workers) workers=${2:?}; shift 2 ;;
+        --generator) generator=${2:?}; shift 2 ;;
         *) echo "flood: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -25,6 +29,7 @@ passed=0 failed=0
 for kind in none syn junk guess; do
     args=(--minutes "$minutes" --workers "$workers" --seed "$seed" --keep)
     [ "$kind" = none ] || args+=(--flood "$kind")
+    case $kind in syn|junk) args+=(--flood-generator "$generator") ;; esac
     echo "== flood: $kind"
     if bash scripts/soak.sh "${args[@]}" > "$tmp/$kind.txt" 2>&1; then
         passed=$((passed + 1)); res=ok

@@ -3,13 +3,18 @@
 # for N minutes a churn of client processes on the shared-memory verbs that connect, move
 # verified data, disconnect, and now and then get killed with -9 in the middle.
 #
-#   sudo scripts/soak.sh [--minutes N] [--workers K] [--seed S] [--flood KIND] [--keep]
+#   sudo scripts/soak.sh [--minutes N] [--workers K] [--seed S] [--flood KIND]
+#                        [--flood-generator python|testpmd] [--keep]
 #        (defaults: 60 minutes, 3 workers, a random seed; .ci/run runs --minutes 3)
 #   --flood syn|junk|guess: after the warm-up, scripts/flood-frames.py floods A's port
 #        from the wire namespace for the rest of the run (SYNs to A's listener ports from
 #        on-link addresses nobody answers for; random frames; RSTs and FPDUs with guessed
 #        sequence numbers, STags and offsets on A's live connections); scripts/flood.sh
 #        compares the runs with and without a flood.
+#   --flood-generator testpmd (syn, junk): flood-frames.py writes 8,192 frames to a pcap
+#        file and DPDK's dpdk-testpmd replays it in a loop (held in mbufs) (net_pcap with infinite_rx,
+#        forwarded to an af_packet port on the wire's end) at the fastest rate it reaches:
+#        a busy-polling generator on the same two CPUs as the daemons.
 #
 # Topology (addresses only in 198.18.0.0/15; namespaces this script owns and removes):
 #
@@ -48,7 +53,7 @@ NS_A=$P-a NS_W=$P-w NS_B=$P-b
 IF_A=$P-a0 IF_WA=$P-wa IF_WB=$P-wb IF_B=$P-b0
 IP_A=198.18.4.1 IP_B=198.18.4.2
 NAME_A=$P-A NAME_B=$P-B
-MINUTES=60 WORKERS=3 SEED=$RANDOM$RANDOM KEEP=0 FLOOD=
+MINUTES=60 WORKERS=3 SEED=$RANDOM$RANDOM KEEP=0 FLOOD= FLOOD_GEN=python
 WIRE_ARGS="--loss 0.5 --delay-ms 1 --jitter-ms 1 --reorder 5 --reorder-corr 25"
 
 usage() { sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; }
@@ -59,6 +64,8 @@ while [ $# -gt 0 ]; do
         --seed) SEED=${2:?}; shift 2 ;;
         --flood) case ${2:-} in syn|junk|guess) FLOOD=$2 ;; *) echo "soak: --flood is syn, junk or guess" >&2; exit 2 ;; esac
                  shift 2 ;;
+        --flood-generator) case ${2:-} in python|testpmd) FLOOD_GEN=$2 ;; *) echo "soak: --flood-generator is python or testpmd" >&2; exit 2 ;; esac
+                 shift 2 ;;
         --keep) KEEP=1; shift ;;
         -h|--help) usage; exit 0 ;;
         *) echo "soak: unknown argument $1 (see --help)" >&2; exit 2 ;;
@@ -67,6 +74,10 @@ done
 case $MINUTES in ''|*[!0-9.]*) echo "soak: --minutes is a number" >&2; exit 2 ;; esac
 case $WORKERS in ''|*[!0-9]*|0) echo "soak: --workers is a positive number" >&2; exit 2 ;; esac
 [ "$(id -u)" = 0 ] || { echo "soak: needs root (network namespaces, DPDK)" >&2; exit 1; }
+if [ "$FLOOD_GEN" = testpmd ]; then
+    case $FLOOD in syn|junk) ;; *) echo "soak: --flood-generator testpmd replays syn or junk floods (guess follows live connections)" >&2; exit 2 ;; esac
+    command -v dpdk-testpmd >/dev/null || { echo "soak: dpdk-testpmd missing (scripts/setup.sh installs dpdk-dev)" >&2; exit 1; }
+fi
 
 if [ -z "${IWARPD:-}" ] || [ -z "${IWARPCTL:-}" ] || [ -z "${IW_RPING:-}" ]; then
     # Two commands: `--bin` would limit the first to the binaries of that name.
@@ -163,6 +174,9 @@ except Exception:
 
 # rss_kb PID / fds PID
 rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0; }
+# rss_kinds PID: "anon file shmem" KiB (RssAnon: the heap and stacks; RssFile: the binary
+# and libraries; RssShmem: shared memory the daemon touched, client arenas among it).
+rss_kinds() { awk '/^RssAnon:/ {a = $2} /^RssFile:/ {f = $2} /^RssShmem:/ {s = $2} END {print a + 0, f + 0, s + 0}' "/proc/$1/status" 2>/dev/null || echo "0 0 0"; }
 fds() { ls "/proc/$1/fd" 2>/dev/null | wc -l; }
 
 # One counter of the daemon, summed over its cores and ports (`total.total` of stats --json).
@@ -288,15 +302,36 @@ RSS_A0=$(rss_kb "$PID_A") RSS_B0=$(rss_kb "$PID_B")
 say "after the warm-up: RSS A $RSS_A0 KiB, B $RSS_B0 KiB"
 # RSS every 30 s from here (seconds since the start, A, B): a leak grows with the
 # sessions, a high-water mark flattens; the report compares the two halves.
-echo "$(( $(date +%s) - start )) $RSS_A0 $RSS_B0" > "$TMP/rss"
+echo "$(( $(date +%s) - start )) $RSS_A0 $RSS_B0 $(rss_kinds "$PID_A") $(rss_kinds "$PID_B")" > "$TMP/rss"
 # Bytes verified so far: the flood's figure is the rate after this point.
 bytes_at() { cat "$TMP"/w*.runs 2>/dev/null | awk '/^(OK|KILLED)/ {for (i = 1; i < NF; i++) if ($i == "bytes") s += $(i + 1)} END {printf "%.0f", s}'; }
 WARM_BYTES=$(bytes_at) WARM_AT=$(date +%s)
-if [ -n "$FLOOD" ]; then
+FLOOD_AT=$(date +%s)
+if [ -n "$FLOOD" ] && [ "$FLOOD_GEN" = python ]; then
     ip netns exec "$NS_W" python3 "$ROOT/scripts/flood-frames.py" "$IF_WA" "$FLOOD" \
         --seed "$SEED" > "$TMP/flood.log" 2>&1 3>&- &
     FLOOD_PID=$!
     say "flooding A with $FLOOD frames"
+elif [ -n "$FLOOD" ]; then
+    # The pool first (learnt from A's frames), then testpmd replays it until stopped:
+    # port 0 reads the pcap in a loop, port 1 (af_packet on the wire's end facing A) sends
+    # it; what port 1 reads (copies of the wire's traffic) goes to /dev/null.
+    ip netns exec "$NS_W" python3 "$ROOT/scripts/flood-frames.py" "$IF_WA" "$FLOOD" \
+        --seed "$SEED" --pcap "$TMP/flood.pcap" --pool 8192 > "$TMP/flood-pool.log" 2>&1 3>&- \
+        || { fail "flood pool: $(tail -1 "$TMP/flood-pool.log")"; exit 1; }
+    # Two lcores: the main one only waits for the stop (and prints the statistics),
+    # the other forwards.
+    ip netns exec "$NS_W" dpdk-testpmd -l 0,1 --main-lcore 0 --no-huge -m 512 --no-pci --file-prefix "$P-flood" \
+        --log-level 'lib.eal:error' \
+        --vdev "net_pcap0,rx_pcap=$TMP/flood.pcap,tx_pcap=/dev/null,infinite_rx=1" \
+        --vdev "net_af_packet0,iface=$IF_WA,qpairs=1" \
+        -- --forward-mode=io --port-topology=paired --auto-start --stats-period 3600 --nb-cores 1 \
+        --total-num-mbufs 32768 --burst 32 > "$TMP/flood.log" 2>&1 < /dev/null 3>&- &
+    FLOOD_PID=$!
+    FLOOD_AT=$(date +%s)
+    sleep 2
+    kill -0 "$FLOOD_PID" 2>/dev/null || { fail "dpdk-testpmd did not start: $(grep -m2 -E 'Cause|Error' "$TMP/flood.log")"; FLOOD_PID=; }
+    say "flooding A with $FLOOD frames from dpdk-testpmd"
 fi
 while [ "$(date +%s)" -lt "$deadline" ]; do
     sleep 30
@@ -304,11 +339,17 @@ while [ "$(date +%s)" -lt "$deadline" ]; do
         pid=PID_$d
         kill -0 "${!pid}" 2>/dev/null || { say "iwarpd $d is gone"; break 2; }
     done
-    echo "$(( $(date +%s) - start )) $(rss_kb "$PID_A") $(rss_kb "$PID_B")" >> "$TMP/rss"
+    echo "$(( $(date +%s) - start )) $(rss_kb "$PID_A") $(rss_kb "$PID_B") $(rss_kinds "$PID_A") $(rss_kinds "$PID_B")" >> "$TMP/rss"
     say "$(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^OK') passed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^KILLED') killed, $(cat "$TMP"/w*.runs 2>/dev/null | grep -c '^FAIL') failed so far"
 done
 if [ -n "$FLOOD_PID" ]; then
     kill -TERM "$FLOOD_PID"; wait "$FLOOD_PID" 2>/dev/null; FLOOD_PID=
+    if [ "$FLOOD_GEN" = testpmd ]; then
+        # testpmd's final statistics: port 1's TX-packets are the frames sent toward A.
+        sent=$(awk '/Forward statistics for port 1/ {p = 1} p && /TX-packets:/ {print $2; exit}' "$TMP/flood.log")
+        secs_flood=$(( $(date +%s) - FLOOD_AT )); [ "$secs_flood" -gt 0 ] || secs_flood=1
+        echo "flood-frames: $FLOOD sent ${sent:-0} frames in $secs_flood s ($(( ${sent:-0} / secs_flood )) per second) by dpdk-testpmd" >> "$TMP/flood.log"
+    fi
     say "$(tail -1 "$TMP/flood.log")"
 fi
 END_BYTES=$(bytes_at) END_AT=$(date +%s)
@@ -370,6 +411,11 @@ for col in 2 3; do
         if (NR < 3) exit; m = int((NR + 1) / 2);
         printf "soak: iwarpd %s RSS trend: %+d KiB over %.0f min, then %+d KiB over %.0f min (%d samples: a leak grows in both halves alike, a high-water mark flattens)\n",
             d, r[m] - r[1], (t[m] - t[1]) / 60, r[NR] - r[m], (t[NR] - t[m]) / 60, NR }' "$TMP/rss"
+    # Which kind of memory moved, first sample against the last.
+    k=$(( col == 2 ? 4 : 7 ))
+    awk -v k="$k" -v d="$d" 'NR == 1 {a = $k; f = $(k + 1); s = $(k + 2)} END {
+        printf "soak: iwarpd %s RSS by kind, after the warm-up -> last sample: anon %d -> %d KiB, file %d -> %d, shmem %d -> %d\n",
+            d, a, $k, f, $(k + 1), s, $(k + 2) }' "$TMP/rss"
 done
 
 # Counters: every established connection closed (closed also counts those that ended
