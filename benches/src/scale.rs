@@ -312,6 +312,23 @@ impl Scale {
         moved
     }
 
+    /// Polls up to a batch of A's completions into `cqes`; a failed one is an error.
+    fn poll_a(&mut self) -> Result<usize, BenchError> {
+        let got = self
+            .a
+            .eng
+            .rnic_mut()
+            .poll_cq(self.a.cq, &mut self.cqes)
+            .map_err(|e| err(e, "poll_cq"))?;
+        match self.cqes[..got]
+            .iter()
+            .find(|c| c.status != WcStatus::Success)
+        {
+            Some(c) => Err(err(c, "WRITE completion")),
+            None => Ok(got),
+        }
+    }
+
     /// Drains both engines' events: B accepts requests (with its next QP); the rest is
     /// counted. A failure is an error.
     fn events(&mut self, t: &mut Tally, next_b_qp: &mut usize) -> Result<(), BenchError> {
@@ -474,24 +491,8 @@ pub fn run(n: usize, stream_for: WallDuration) -> Result<ScaleReport, BenchError
         }
     }
     let wall0 = WallInstant::now();
-    for (i, &qp) in s.a.qps.iter().enumerate() {
-        let off = (i * WRITE_LEN) as u64;
-        let wr = SendWr {
-            wr_id: i as u64,
-            op: SendOp::Write {
-                remote_to: off,
-                rkey: s.b.mr,
-            },
-            sgl: SgList::single(Sge {
-                addr: off,
-                length: WRITE_LEN as u32,
-                lkey: s.a.mr,
-            }),
-            flags: SendFlags::SIGNALED,
-        };
-        s.a.eng
-            .post_send(qp, &wr)
-            .map_err(|e| err(e, "post_send"))?;
+    for i in 0..n {
+        post_write(&mut s, i, WRITE_LEN)?;
     }
     let mut done = 0;
     let mut quiet = 0;
@@ -499,16 +500,7 @@ pub fn run(n: usize, stream_for: WallDuration) -> Result<ScaleReport, BenchError
         let moved = s.round(true);
         s.events(&mut t, &mut next_b_qp)?;
         loop {
-            let got =
-                s.a.eng
-                    .rnic_mut()
-                    .poll_cq(s.a.cq, &mut s.cqes)
-                    .map_err(|e| err(e, "poll_cq"))?;
-            for c in &s.cqes[..got] {
-                if c.status != WcStatus::Success {
-                    return Err(err(c, "WRITE completion"));
-                }
-            }
+            let got = s.poll_a()?;
             done += got;
             if got < s.cqes.len() {
                 break;
@@ -572,9 +564,10 @@ pub fn run(n: usize, stream_for: WallDuration) -> Result<ScaleReport, BenchError
     Ok(rep)
 }
 
-/// One signaled `STREAM_LEN` WRITE on A's QP number `i`, from and to the QP's own slot.
-fn post_stream_write(s: &mut Scale, i: usize) -> Result<(), BenchError> {
-    let off = (i * STREAM_LEN) as u64;
+/// One signaled WRITE of `len` bytes on A's QP number `i`, from and to the QP's own
+/// `len` bytes of each arena (offset `i * len`).
+fn post_write(s: &mut Scale, i: usize, len: usize) -> Result<(), BenchError> {
+    let off = (i * len) as u64;
     let wr = SendWr {
         wr_id: i as u64,
         op: SendOp::Write {
@@ -583,14 +576,14 @@ fn post_stream_write(s: &mut Scale, i: usize) -> Result<(), BenchError> {
         },
         sgl: SgList::single(Sge {
             addr: off,
-            length: STREAM_LEN as u32,
+            length: len as u32,
             lkey: s.a.mr,
         }),
         flags: SendFlags::SIGNALED,
     };
     s.a.eng
         .post_send(s.a.qps[i], &wr)
-        .map_err(|e| err(e, "post_send (stream)"))
+        .map_err(|e| err(e, "post_send"))
 }
 
 /// The sustained phase: every QP keeps `STREAM_DEPTH` WRITEs in flight for `wall` (each
@@ -613,7 +606,7 @@ fn stream(
     let mut in_flight = 0usize;
     for _ in 0..STREAM_DEPTH {
         for i in 0..n {
-            post_stream_write(s, i)?;
+            post_write(s, i, STREAM_LEN)?;
             in_flight += 1;
         }
     }
@@ -633,22 +626,14 @@ fn stream(
         s.round(true);
         s.events(t, next_b_qp)?;
         loop {
-            let got =
-                s.a.eng
-                    .rnic_mut()
-                    .poll_cq(s.a.cq, &mut s.cqes)
-                    .map_err(|e| err(e, "poll_cq"))?;
+            let got = s.poll_a()?;
             for k in 0..got {
-                let c = s.cqes[k];
-                if c.status != WcStatus::Success {
-                    return Err(err(c, "stream WRITE completion"));
-                }
-                let i = c.wr_id as usize;
+                let i = s.cqes[k].wr_id as usize;
                 per_qp[i] += 1;
                 in_flight -= 1;
                 if timing {
                     timed_bytes += STREAM_LEN as u64;
-                    post_stream_write(s, i)?;
+                    post_write(s, i, STREAM_LEN)?;
                     in_flight += 1;
                 }
             }

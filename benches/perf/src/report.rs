@@ -188,15 +188,19 @@ mod tests {
         assert_eq!(header(Test::WriteBw).len(), row(&bw()).len());
     }
 
-    #[test]
-    fn json_keeps_the_intervals() {
-        let info = RunInfo {
-            test: Test::WriteBw,
+    fn info(test: Test) -> RunInfo {
+        RunInfo {
+            test,
             qps: 1,
             depth: 1,
             daemons: vec!["a".into()],
             peer: "198.18.0.1:18515".into(),
-        };
+        }
+    }
+
+    #[test]
+    fn json_keeps_the_intervals() {
+        let info = info(Test::WriteBw);
         let mut r = bw();
         assert!(json(&info, &[r.clone()])["results"][0]
             .get("intervals")
@@ -220,13 +224,7 @@ mod tests {
 
     #[test]
     fn json_keeps_the_latency_distribution() {
-        let info = RunInfo {
-            test: Test::SendLat,
-            qps: 1,
-            depth: 1,
-            daemons: vec!["a".into()],
-            peer: "198.18.0.1:18515".into(),
-        };
+        let info = info(Test::SendLat);
         let mut r = lat();
         assert!(json(&info, &[r.clone()])["results"][0].get("cdf").is_none());
         r.cdf = vec![(0.0, 1.5), (0.5, 2.0), (1.0, 12.0)];
@@ -237,13 +235,7 @@ mod tests {
 
     #[test]
     fn json_has_every_figure() {
-        let info = RunInfo {
-            test: Test::SendLat,
-            qps: 1,
-            depth: 1,
-            daemons: vec!["a".into()],
-            peer: "198.18.0.1:18515".into(),
-        };
+        let info = info(Test::SendLat);
         let j = json(&info, &[lat()]);
         let r = &j["results"][0];
         assert_eq!(j["test"], "send_lat");

@@ -67,6 +67,21 @@ fn connect_all(p: &mut Pair) -> (Vec<ConnId>, Vec<QpId>, Vec<ConnId>) {
     (ids, qps, b_ids)
 }
 
+/// A signaled WRITE of `WRITE_LEN` bytes on A's `qp`, from and to connection `i`'s slot.
+fn post_write(p: &mut Pair, qp: QpId, i: usize, wr_id: u64) {
+    let off = (i * WRITE_LEN) as u64;
+    let wr = SendWr {
+        wr_id,
+        op: SendOp::Write {
+            remote_to: off,
+            rkey: p.b.mr,
+        },
+        sgl: sge(&p.a, off, WRITE_LEN as u32),
+        flags: SendFlags::SIGNALED,
+    };
+    p.a.eng.post_send(qp, &wr).unwrap();
+}
+
 fn assert_idle(p: &Pair, a: &[ConnId], b: &[ConnId]) {
     for (node, ids) in [(&p.a, a), (&p.b, b)] {
         for &id in ids {
@@ -90,17 +105,7 @@ fn an_idle_established_connection_holds_no_heap_before_and_after_traffic() {
     let data = pattern(WRITE_LEN * N, 3);
     p.a.fill(0, &data);
     for (i, &qp) in qps.iter().enumerate() {
-        let off = (i * WRITE_LEN) as u64;
-        let wr = SendWr {
-            wr_id: i as u64,
-            op: SendOp::Write {
-                remote_to: off,
-                rkey: p.b.mr,
-            },
-            sgl: sge(&p.a, off, WRITE_LEN as u32),
-            flags: SendFlags::SIGNALED,
-        };
-        p.a.eng.post_send(qp, &wr).unwrap();
+        post_write(&mut p, qp, i, i as u64);
     }
     let mut done = Vec::new();
     p.run_until(|p| {
@@ -132,18 +137,8 @@ fn busy_connections_take_turns_on_the_pool_s_rings() {
     let data = pattern(WRITE_LEN * N, 5);
     p.a.fill(0, &data);
     for (i, &qp) in qps.iter().enumerate() {
-        let off = (i * WRITE_LEN) as u64;
         for k in 0..WRS {
-            let wr = SendWr {
-                wr_id: (i * WRS + k) as u64,
-                op: SendOp::Write {
-                    remote_to: off,
-                    rkey: p.b.mr,
-                },
-                sgl: sge(&p.a, off, WRITE_LEN as u32),
-                flags: SendFlags::SIGNALED,
-            };
-            p.a.eng.post_send(qp, &wr).unwrap();
+            post_write(&mut p, qp, i, (i * WRS + k) as u64);
         }
     }
     assert!(
