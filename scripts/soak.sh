@@ -12,8 +12,9 @@
 #        sequence numbers, STags and offsets on A's live connections); scripts/flood.sh
 #        compares the runs with and without a flood.
 #   --flood-generator testpmd (syn, junk): flood-frames.py writes 8,192 frames to a pcap
-#        file and DPDK's dpdk-testpmd replays it in a loop (held in mbufs) (net_pcap with infinite_rx,
-#        forwarded to an af_packet port on the wire's end) at the fastest rate it reaches:
+#        file and DPDK's dpdk-testpmd replays it in a loop (net_pcap with infinite_rx,
+#        the frames held in mbufs, forwarded to an af_packet port on the wire's end) at
+#        the fastest rate it reaches:
 #        a busy-polling generator on the same two CPUs as the daemons.
 #
 # Topology (addresses only in 198.18.0.0/15; namespaces this script owns and removes):

@@ -51,6 +51,9 @@ impl Hasher for QpIdHasher {
 /// QP → connection map.
 pub(crate) type QpConns = HashMap<QpId, ConnId, BuildHasherDefault<QpIdHasher>>;
 
+/// Engine events with room from the start (`EngineCore::events`).
+const EVENTS_PREALLOCATED: usize = 64;
+
 /// Everything of the engine except the connection table, so a connection can be
 /// borrowed next to the rest.
 pub(crate) struct EngineCore {
@@ -206,7 +209,12 @@ impl Engine {
             isn: IsnGenerator::new(cfg.isn_secret),
             rnic,
             qp_conns: QpConns::with_capacity_and_hasher(qps, Default::default()),
-            events: VecDeque::with_capacity(cfg.event_queue_len),
+            // Room for the usual few; beyond, the queue grows to its high-water mark (at
+            // most `event_queue_len`, a doubling at a time, so a handful of allocations in
+            // the engine's life). Preallocated whole, the ring's head would walk through
+            // every page of it (536-byte events: 2.2 MB at the daemon's 4,096) and the
+            // process's RSS would creep up for as long as that takes.
+            events: VecDeque::with_capacity(cfg.event_queue_len.min(EVENTS_PREALLOCATED)),
             counters: Counters::default(),
             ready: ReadyList::new(cfg.max_conns),
             half_open: ReadyList::new(cfg.max_conns),
