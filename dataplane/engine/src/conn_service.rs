@@ -397,7 +397,6 @@ impl EngineCore {
                     // wait list came while it still held its last one.
                     conn.ring_turn_fpdus = 0;
                 }
-                self.drop_ring_promise(conn);
                 dry = self.pump_qp(now, conn, qp, mem);
                 if !dry && self.ring_turn_over(conn) {
                     self.pool_wait.push(crate::conn_table::slot_of(id));
@@ -412,6 +411,7 @@ impl EngineCore {
                 dry = false;
             }
         }
+        // A ring set aside for this connection was taken above or is not wanted now.
         self.drop_ring_promise(conn);
         if dry && conn.close_requested {
             conn.close_requested = false;

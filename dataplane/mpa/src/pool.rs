@@ -14,6 +14,9 @@
 //! connection without a ring queues nothing (its WRs stay on its QP), one without a
 //! staging buffer leaves the straddling FPDU unconsumed (TCP does not acknowledge it; the
 //! peer sends it again). Nothing fails for lack of pool storage.
+//! The engine serves connections waiting for a ring first come first served and, while
+//! any wait, lets a holder queue only a turn's worth of FPDUs before its ring drains
+//! back (`iwarp_engine`'s `conn_service::pump`).
 
 use std::collections::VecDeque;
 
