@@ -91,6 +91,66 @@ pub fn limit_bytes_per_s(len: usize, min_time: Duration) -> f64 {
     (passes as f64 * b.len() as f64) / elapsed.as_secs_f64()
 }
 
+/// The limit when the messages are spread over `slots` buffers of `len` bytes each at
+/// the source and at the destination (as `slots` QPs each writing its own `len` bytes),
+/// visited in a fixed shuffled order: the same four steps per message, but the sources
+/// and destinations come from memory instead of the caches once `2 * slots * len`
+/// exceeds them. Set against [`limit_bytes_per_s`] at the same `len`, it is what the
+/// machine loses to the working set alone (issue 13, target 6: 10,000 QPs). Bytes/s.
+pub fn limit_spread_bytes_per_s(len: usize, slots: usize, min_time: Duration) -> f64 {
+    let len = len.max(1);
+    let slots = slots.max(1);
+    let src: Vec<u8> = (0..len * slots)
+        .map(|i| (i as u8).wrapping_mul(13).wrapping_add(1))
+        .collect();
+    let mut dst = vec![0u8; len * slots];
+    let mut frame = vec![0u8; len];
+    // A fixed visiting order that no prefetcher follows: a multiplicative stride that is
+    // coprime with `slots` (odd and not sharing a factor), so every slot is visited once
+    // per round.
+    let stride = (1..slots)
+        .map(|k| (slots / 2 + k * 7919) % slots)
+        .find(|&k| k > 0 && gcd(k, slots) == 1)
+        .unwrap_or(1);
+    let mut slot = 0usize;
+    let mut pass = |slot: usize| {
+        let s = &src[slot * len..(slot + 1) * len];
+        let tx_crc = iwarp_wire::mpa::crc32c(black_box(s));
+        frame.copy_from_slice(s);
+        let rx_crc = iwarp_wire::mpa::crc32c(black_box(&frame));
+        dst[slot * len..(slot + 1) * len].copy_from_slice(&frame);
+        black_box(&mut dst);
+        tx_crc ^ rx_crc
+    };
+    // One round to fault every page in and warm the CRC path.
+    for _ in 0..slots {
+        black_box(pass(slot));
+        slot = (slot + stride) % slots;
+    }
+    let mut passes = 0u64;
+    let start = Instant::now();
+    let mut elapsed;
+    loop {
+        for _ in 0..16 {
+            black_box(pass(slot));
+            slot = (slot + stride) % slots;
+        }
+        passes += 16;
+        elapsed = start.elapsed();
+        if elapsed >= min_time {
+            break;
+        }
+    }
+    (passes as f64 * len as f64) / elapsed.as_secs_f64()
+}
+
+fn gcd(mut a: usize, mut b: usize) -> usize {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -107,6 +167,16 @@ mod tests {
     fn crc_is_the_iscsi_crc32c() {
         // RFC 3720 B.4: 32 bytes of zeros.
         assert_eq!(crc32c::crc32c(&[0u8; 32]), 0x8a91_36aa);
+    }
+
+    #[test]
+    fn spread_limit_visits_every_slot_and_is_positive() {
+        for slots in [1, 2, 3, 10, 12, 10_000] {
+            let r = limit_spread_bytes_per_s(64, slots, Duration::from_millis(2));
+            assert!(r.is_finite() && r > 1e6, "{slots}: {r}");
+        }
+        assert_eq!(gcd(12, 8), 4);
+        assert_eq!(gcd(7, 10_000), 1);
     }
 
     #[test]

@@ -258,7 +258,8 @@ pub struct CoresSection {
     /// CPUs that run a busy-polling dataplane core each. Empty: one core, the last
     /// online CPU.
     pub dataplane: Vec<u32>,
-    /// CPUs the control thread may run on. Empty: floating (any CPU the scheduler picks).
+    /// CPUs the control thread may run on. Empty: the online CPUs that run no dataplane
+    /// core (every online CPU when each one runs a dataplane core).
     pub control: Vec<u32>,
     /// QP placement: `least-loaded`, `round-robin` or `hash`.
     pub qp_placement: QpPlacement,
@@ -308,6 +309,29 @@ impl CoresSection {
             }
         }
         Ok(self.dataplane.clone())
+    }
+
+    /// The CPUs of the control thread (DPDK's main lcore) on a machine whose online CPUs
+    /// are `online`, with dataplane cores on `dataplane`: the configured list, or else
+    /// the online CPUs without a dataplane core. A dataplane core busy-polls: a control
+    /// thread the scheduler puts on its CPU takes that core's time slice by slice
+    /// (a client's registrations or connection churn would slow every other client's
+    /// traffic on that core; issue 15, isolation). Only when every online CPU runs a
+    /// dataplane core does the control thread float over all of them.
+    pub fn control_cpus(&self, dataplane: &[u32], online: &[u32]) -> Vec<u32> {
+        if !self.control.is_empty() {
+            return self.control.clone();
+        }
+        let free: Vec<u32> = online
+            .iter()
+            .copied()
+            .filter(|c| !dataplane.contains(c))
+            .collect();
+        if free.is_empty() {
+            online.to_vec()
+        } else {
+            free
+        }
     }
 }
 
@@ -555,6 +579,22 @@ mod tests {
         );
         assert!(CoresSection::default().dataplane_cpus(&[]).is_err());
         assert!(!online_cpus().is_empty());
+    }
+
+    #[test]
+    fn control_cpus_keep_off_the_dataplane_by_default() {
+        let online = [0, 1, 2, 3];
+        let c = CoresSection::default();
+        assert_eq!(c.control_cpus(&[1], &online), vec![0, 2, 3]);
+        assert_eq!(c.control_cpus(&[2, 3], &online), vec![0, 1]);
+        // Every CPU busy-polls: the control thread floats over all of them.
+        assert_eq!(c.control_cpus(&[0, 1], &[0, 1]), vec![0, 1]);
+        assert_eq!(c.control_cpus(&[0], &[0]), vec![0]);
+        let c = CoresSection {
+            control: vec![3],
+            ..CoresSection::default()
+        };
+        assert_eq!(c.control_cpus(&[1], &online), vec![3]);
     }
 
     #[test]

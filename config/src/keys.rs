@@ -84,7 +84,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("eal.telemetry", "DPDK telemetry socket (/var/run/dpdk/<name>/dpdk_telemetry.v2) with iwarpd's counters: /iwarp/counters, /iwarp/core,N, /iwarp/port,N (dpdk-telemetry.py -f <name>). false: --no-telemetry."),
     e("eal.extra_args", "More EAL arguments, after iwarpd's own. May not repeat what iwarpd sets (-l, --file-prefix, --vdev, -a, -m, --no-huge, --in-memory...).", "[\"--log-level=pmd.net.memif:debug\"]"),
     e("cores.dataplane", "CPUs running one busy-polling dataplane core each. Empty: one core on the last online CPU.", "[1]"),
-    e("cores.control", "CPUs the control thread may use (not dataplane CPUs). Empty: floating.", "[0]"),
+    e("cores.control", "CPUs the control thread may use (not dataplane CPUs). Empty: the online CPUs without a dataplane core (all of them if every one has one).", "[0]"),
     k("cores.qp_placement", "How QPs are spread over dataplane cores: least-loaded | round-robin | hash (of the 4-tuple)."),
     k("port[].device", "PCI address (0000:03:00.0) or vdev string: net_memif<N>,role=server|client,socket=/path[,bsize=N] | net_af_packet<N>,iface=IF[,framesz=N,...] | net_af_xdp<N>,iface=IF[,start_queue=N,queue_count=N] | net_tap<N>[,iface=IF] | net_ring<N>. Required in every [[port]]. Default port: net_memif0,role=server,socket=/run/iwarpd/<name>.memif (abstract socket, no file)."),
     k("port[].ipv4", "Our IPv4 address on this port."),

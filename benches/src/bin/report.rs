@@ -12,7 +12,9 @@
 //! connected between two engines on one core (set-up rate, memory per connection idle,
 //! a WRITE on every QP, 4 KiB WRITEs on every QP at once for `--secs`, disconnect and
 //! memory after), then one QP's 4 KiB WRITE goodput (`write_4KiB`, median of `--runs`)
-//! for issue 13's target 6: the aggregate at least 0.9 of one QP's, at most 8 KiB per QP.
+//! for issue 13's target 6: the aggregate at least 0.9 of one QP's, at most 8 KiB per QP;
+//! last the machine's copy+CRC limit for 4 KiB messages spread over the same working set
+//! against cache-warm buffers (`scale_limit`: what the working set alone costs).
 //!
 //! `--profile-wrs N` only runs the engines for N WRITEs of each size (no limit, no
 //! timing): a workload for `perf record` or `valgrind --tool=callgrind`. `--limit-only`
@@ -23,7 +25,7 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
-use iwarp_benches::{measure, target_met, Case, Running};
+use iwarp_benches::{limit, measure, target_met, Case, Running};
 
 struct Args {
     runs: usize,
@@ -132,6 +134,20 @@ fn main() -> ExitCode {
                     if ratio >= 0.9 { "met" } else { "MISSED" },
                     if per_qp <= 8192.0 { "met" } else { "MISSED" }
                 );
+                // What the working set alone costs the machine: copy+CRC of 4 KiB
+                // messages spread over both engines' arenas (N QPs x 4 KiB each side)
+                // against the same loop on cache-warm buffers.
+                let time = Duration::from_secs_f64(args.secs.max(0.5));
+                let warm = limit::limit_bytes_per_s(iwarp_benches::scale::STREAM_LEN, time);
+                let spread =
+                    limit::limit_spread_bytes_per_s(iwarp_benches::scale::STREAM_LEN, n, time);
+                println!(
+                    "scale_limit: copy+CRC of 4 KiB messages over {n} x 4 KiB at source and destination ({:.1} MiB) {:.1} Gbit/s, cache-warm {:.1} Gbit/s: the working set alone keeps {:.2} of the machine's limit",
+                    2.0 * (n * iwarp_benches::scale::STREAM_LEN) as f64 / (1 << 20) as f64,
+                    spread * 8e-9,
+                    warm * 8e-9,
+                    spread / warm.max(1e-9)
+                );
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -150,7 +166,7 @@ fn main() -> ExitCode {
     for &size in &args.sizes {
         if args.limit_only {
             let mut v: Vec<f64> = (0..args.runs)
-                .map(|_| iwarp_benches::limit::limit_bytes_per_s(size as usize, time))
+                .map(|_| limit::limit_bytes_per_s(size as usize, time))
                 .collect();
             let m = iwarp_benches::report::median(&mut v).unwrap_or(0.0);
             println!(

@@ -243,11 +243,12 @@ fn init_eal(
 ) -> Result<(Eal, Vec<usize>), Failure> {
     let mut args = EalArgs::new("iwarpd", &cfg.daemon.name, memory);
     args.dataplane_cpus = cpus.iter().map(|&c| c as usize).collect();
-    args.main_cpus = if cfg.cores.control.is_empty() {
-        online.iter().map(|&c| c as usize).collect()
-    } else {
-        cfg.cores.control.iter().map(|&c| c as usize).collect()
-    };
+    args.main_cpus = cfg
+        .cores
+        .control_cpus(cpus, online)
+        .into_iter()
+        .map(|c| c as usize)
+        .collect();
     for p in &cfg.ports {
         match p.device.eal_arg() {
             ("-a", pci) => args.pci.push(pci),
