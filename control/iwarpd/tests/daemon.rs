@@ -87,6 +87,40 @@ fn start(name: &str, extra: &[&str]) -> Child {
     panic!("daemon {name} did not come up");
 }
 
+/// Every thread of `child` but its dataplane lcores (`rte-worker-*`) may not run on
+/// `cpu`, when the machine has another online CPU.
+fn assert_threads_off_cpu(child: &Child, cpu: u32) {
+    let online = iwarp_config::online_cpus();
+    if online.len() < 2 {
+        return;
+    }
+    let tasks = format!("/proc/{}/task", child.id());
+    let mut seen = 0;
+    for t in std::fs::read_dir(&tasks).expect("task list") {
+        let dir = t.expect("task").path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        let status = std::fs::read_to_string(dir.join("status")).unwrap_or_default();
+        let Some(list) = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        else {
+            continue;
+        };
+        let cpus = iwarp_config::parse_cpu_list(list).expect("cpu list");
+        if comm.trim().starts_with("rte-worker") {
+            assert_eq!(cpus, vec![cpu], "dataplane lcore {comm}");
+            continue;
+        }
+        seen += 1;
+        assert!(
+            !cpus.contains(&cpu),
+            "thread {} may run on dataplane CPU {cpu}: {list}",
+            comm.trim()
+        );
+    }
+    assert!(seen >= 2, "no threads found in {tasks}");
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
@@ -256,6 +290,10 @@ fn operator_facing_behaviour() {
         &format!("t-b-{id}"),
         &["--core", "0", "--device", &dev_b, "--ip", "198.18.0.2/24"],
     );
+    // The control thread and the daemon's other threads keep off the dataplane CPU
+    // (cores.control left empty), where a busy-polling core would share its time.
+    assert_threads_off_cpu(&a, 1);
+    assert_threads_off_cpu(&b, 0);
     // The link comes up (issue 17 item 5: link state in stats, QueryPort, the log).
     let stats_a = || text(&run(&["--name", &name_a, "stats"]));
     let link_is = |want: &str| {
