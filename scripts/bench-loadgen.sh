@@ -41,8 +41,6 @@ cleanup() {
   rm -rf "$tmp"
 }
 trap cleanup EXIT
-median() { bench_median; }
-json_num() { bench_json_num "$@"; }
 
 # The peers over loopback, before the daemons start.
 kern=(); ucx=()
@@ -70,29 +68,29 @@ client() { # op size qps depth out
 one=(); big=(); big_p50=(); small=(); small_p50=()
 for r in $(seq "$runs"); do
   client write 65536 1 "$depth_big" "$tmp/one-$r"
-  one+=("$(json_num goodput_gbps "$tmp/one-$r.json")")
+  one+=("$(bench_json_num goodput_gbps "$tmp/one-$r.json")")
   echo "iwarpd 64 KiB WRITE, 1 QP, run $r: ${one[-1]} Gbit/s"
   client write 65536 "$qps_big" "$depth_big" "$tmp/big-$r"
-  big+=("$(json_num goodput_gbps "$tmp/big-$r.json")"); big_p50+=("$(json_num p50 "$tmp/big-$r.json")")
+  big+=("$(bench_json_num goodput_gbps "$tmp/big-$r.json")"); big_p50+=("$(bench_json_num p50 "$tmp/big-$r.json")")
   echo "iwarpd 64 KiB WRITE, $qps_big QPs, run $r: ${big[-1]} Gbit/s (p50 ${big_p50[-1]} us)"
   client write 64 "$qps_small" "$depth_small" "$tmp/small-$r"
-  small+=("$(json_num messages_per_sec "$tmp/small-$r.json")"); small_p50+=("$(json_num p50 "$tmp/small-$r.json")")
+  small+=("$(bench_json_num messages_per_sec "$tmp/small-$r.json")"); small_p50+=("$(bench_json_num p50 "$tmp/small-$r.json")")
   echo "iwarpd 64 B WRITE run $r: ${small[-1]} WR/s (p50 ${small_p50[-1]} us)"
 done
 scale_line=""
 if [ "$scale_qps" -gt 0 ]; then
   client connect 1 "$scale_qps" 1 "$tmp/scale"
-  rate=$(json_num rate_per_sec "$tmp/scale.json"); est=$(json_num established "$tmp/scale.json")
+  rate=$(bench_json_num rate_per_sec "$tmp/scale.json"); est=$(bench_json_num established "$tmp/scale.json")
   per_qp=$(grep -oE '[0-9]+ bytes per QP' "$tmp/scale.txt" | grep -oE '^[0-9]+' || echo "?")
   scale_line="| connection set-up, $scale_qps QPs on one core | $est established, $rate conn/s, $per_qp bytes of RSS per QP (client daemon) | | |"
   echo "scale: $scale_qps QPs: $est established at $rate conn/s; $per_qp bytes per QP"
 fi
 kill -INT "$srv_pid"; wait "$srv_pid" || true; srv_pid=
 
-k=$(printf '%s\n' "${kern[@]}" | median); u=$(printf '%s\n' "${ucx[@]}" | median)
-o=$(printf '%s\n' "${one[@]}" | median)
-b=$(printf '%s\n' "${big[@]}" | median); bl=$(printf '%s\n' "${big_p50[@]}" | median)
-s=$(printf '%s\n' "${small[@]}" | median); sl=$(printf '%s\n' "${small_p50[@]}" | median)
+k=$(printf '%s\n' "${kern[@]}" | bench_median); u=$(printf '%s\n' "${ucx[@]}" | bench_median)
+o=$(printf '%s\n' "${one[@]}" | bench_median)
+b=$(printf '%s\n' "${big[@]}" | bench_median); bl=$(printf '%s\n' "${big_p50[@]}" | bench_median)
+s=$(printf '%s\n' "${small[@]}" | bench_median); sl=$(printf '%s\n' "${small_p50[@]}" | bench_median)
 mwr=$(awk -v s="$s" 'BEGIN {printf "%.2f", s / 1e6}')
 verdict() { # goodput
   local rk ru
