@@ -3,8 +3,9 @@
 # WRITEs alone, then while client B misbehaves on the same daemon; the figure is A's
 # rate with B over A's rate alone (medians of --runs runs, all in one run of the script).
 #
-#   sudo scripts/isolation.sh [--seconds S] [--runs N]      (defaults: 5 s, 3 runs)
+#   sudo scripts/isolation.sh [--seconds S] [--runs N]      (defaults: 5 s, 3 rounds)
 #   IWARPD=... IWARP_PERF=... IWARP_NOISY=... scripts/isolation.sh   (default: release build)
+#   ISOLATION_CONTROL_CPUS=0-1 scripts/isolation.sh   (the daemon's other threads on 0-1)
 #
 # One iwarpd as in scripts/bench-perf.sh (config/examples/perf-loopback.toml: two memif
 # ports joined inside the process, one dataplane core on CPU 1). A is
@@ -17,7 +18,8 @@
 #            of 64-byte WRITEs through the same dataplane core.
 # B runs on CPU 0 at nice 19, so the CPU A polls on stays A's: what is measured is the
 # daemon's isolation (its core, rings and tables), not the kernel's scheduler.
-# Checks (PASS/FAIL): every A run completes; B's objects are refused with LimitReached at
+# Runs go in rounds (A alone, then with each B), each ratio against its own round's
+# alone-run. Checks (PASS/FAIL): every A run completes; B's objects are refused with LimitReached at
 # control.max_qps and control.max_arena_mb; B's overrun rounds each end in a CQ overflow;
 # B exits 0. The ratios are figures (target >= 0.9 for objects and overrun; a flood
 # through the same core gets a share of it, so its figure is A's share). Ends with
@@ -69,6 +71,15 @@ start_daemon() {
     return 1
 }
 start_daemon || { bad "iwarpd did not start: $(tail -3 "$tmp/daemon.err")"; exit 1; }
+# ISOLATION_CONTROL_CPUS=LIST moves every thread but the dataplane lcore onto LIST after
+# start (e.g. 0-1: the control thread floats over the dataplane CPU too, as before
+# cores.control defaulted to the CPUs without a dataplane core), for comparison.
+if [ -n "${ISOLATION_CONTROL_CPUS:-}" ]; then
+    for t in /proc/"$pid"/task/*; do
+        case $(cat "$t/comm") in rte-worker*) ;; *) taskset -p -c "$ISOLATION_CONTROL_CPUS" "${t##*/}" > /dev/null ;; esac
+    done
+    echo "isolation: threads other than the dataplane lcore moved to CPUs $ISOLATION_CONTROL_CPUS"
+fi
 
 json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
 median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print 0}'; }
@@ -78,43 +89,49 @@ measure() {
     local out=$tmp/a.$1.$2
     if timeout $(( secs * 4 + 60 )) taskset -c "$APP_CPU" "$IWARP_PERF" write_bw --loopback \
         --daemon "$name" -s 64K --depth 16 -D "$secs" -i 0 --json "$out.json" > "$out.txt" 2>&1; then
-        json_num gbit_per_s "$out.json" >> "$tmp/$1"
+        echo "$2 $(json_num gbit_per_s "$out.json")" >> "$tmp/$1"
         return 0
     fi
     bad "A ($1, run $2) failed: $(tail -2 "$out.txt" | tr '\n' ' ')"
     return 1
 }
 
-# with_b LABEL COMMAND...: B runs COMMAND (CPU 0, nice 19) while A measures, one B per run.
+# with_b LABEL RUN COMMAND...: B runs COMMAND (CPU 0, nice 19) while A measures.
 with_b() {
-    local label=$1; shift
-    local r
-    for r in $(seq "$runs"); do
-        local bout=$tmp/b.$label.$r
-        taskset -c "$APP_CPU" nice -n 19 "$@" > "$bout" 2>&1 &
-        local bpid=$!
-        sleep 2 # B at work before A starts
-        measure "$label" "$r"
-        wait "$bpid"; local brc=$?
-        echo "$brc" >> "$tmp/$label.b_exit"
-    done
+    local label=$1 r=$2; shift 2
+    local bout=$tmp/b.$label.$r
+    taskset -c "$APP_CPU" nice -n 19 "$@" > "$bout" 2>&1 &
+    local bpid=$!
+    sleep 2 # B at work before A starts
+    measure "$label" "$r"
+    wait "$bpid"; local brc=$?
+    echo "$brc" >> "$tmp/$label.b_exit"
 }
 
-echo "isolation: iwarpd on CPU $DP_CPU, A and B on CPU $APP_CPU, $runs runs of $secs s each"
-for r in $(seq "$runs"); do measure alone "$r"; done
+# Rounds of A alone, then A with each B: the machine is shared and its speed drifts over
+# minutes, so each figure with B is set against the alone-run of its own round, and the
+# ratio reported is the median of the rounds' ratios.
+echo "isolation: iwarpd on CPU $DP_CPU, A and B on CPU $APP_CPU, $runs rounds of $secs s runs"
 hold=$(( secs + 4 ))
-with_b objects "$IWARP_NOISY" objects --daemon "$name" --seconds "$hold"
-with_b overrun "$IWARP_NOISY" overrun --daemon "$name" --seconds "$hold" --port 18700
-with_b flood timeout $(( hold * 3 + 60 )) "$IWARP_PERF" write_bw --loopback --daemon "$name" \
-    -s 64 --depth 64 --qps 4 -D "$hold" -i 0 -p 18800 --json "$tmp/b.flood.json"
+for r in $(seq "$runs"); do
+    measure alone "$r"
+    with_b objects "$r" "$IWARP_NOISY" objects --daemon "$name" --seconds "$hold"
+    with_b overrun "$r" "$IWARP_NOISY" overrun --daemon "$name" --seconds "$hold" --port 18700
+    with_b flood "$r" timeout $(( hold * 3 + 60 )) "$IWARP_PERF" write_bw --loopback --daemon "$name" \
+        -s 64 --depth 64 --qps 4 -D "$hold" -i 0 -p 18800 --json "$tmp/b.flood.json"
+done
 
-alone=$(median < "$tmp/alone")
-[ -s "$tmp/alone" ] && ok "A alone: $alone Gbit/s (median of $(wc -l < "$tmp/alone"); runs: $(tr '\n' ' ' < "$tmp/alone"))"
+rates() { awk '{print $2}' "$tmp/$1"; }
+alone=$(rates alone | median)
+[ -s "$tmp/alone" ] && ok "A alone: $alone Gbit/s (median of $(wc -l < "$tmp/alone"); runs: $(rates alone | tr '\n' ' '))"
 for label in objects overrun flood; do
     [ -s "$tmp/$label" ] || continue
-    m=$(median < "$tmp/$label")
-    ratio=$(awk -v a="$alone" -v b="$m" 'BEGIN {printf "%.2f", (a > 0 ? b / a : 0)}')
-    echo "isolation: A with B $label: $m Gbit/s (runs: $(tr '\n' ' ' < "$tmp/$label")), ratio $ratio"
+    m=$(rates "$label" | median)
+    # Per round: this round's rate with B over its alone-run.
+    ratio=$(awk 'NR == FNR {a[$1] = $2; next} ($1 in a) && a[$1] > 0 {print $2 / a[$1]}' "$tmp/alone" "$tmp/$label" | median)
+    ratio=$(awk -v r="$ratio" 'BEGIN {printf "%.2f", r}')
+    rounds=$(awk 'NR == FNR {a[$1] = $2; next} ($1 in a) && a[$1] > 0 {printf "%.2f ", $2 / a[$1]}' "$tmp/alone" "$tmp/$label")
+    echo "isolation: A with B $label: $m Gbit/s (runs: $(rates "$label" | tr '\n' ' ')), ratio $ratio (median of the rounds: $rounds)"
     echo "$label $ratio $m" >> "$tmp/ratios"
 done
 # B's answers.
