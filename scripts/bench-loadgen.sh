@@ -101,7 +101,7 @@ met_s=$(awk -v s="$s" 'BEGIN {print (s >= 10e6) ? "met" : "missed"}')
 out=target/bench-loadgen.md
 mkdir -p target
 {
-  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
+  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
   echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s."
   echo
   echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel TCP / UCX over TCP, loopback, same run | ratios / targets |"
