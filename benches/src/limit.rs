@@ -105,13 +105,7 @@ pub fn limit_spread_bytes_per_s(len: usize, slots: usize, min_time: Duration) ->
         .collect();
     let mut dst = vec![0u8; len * slots];
     let mut frame = vec![0u8; len];
-    // A fixed visiting order that no prefetcher follows: a multiplicative stride that is
-    // coprime with `slots` (odd and not sharing a factor), so every slot is visited once
-    // per round.
-    let stride = (1..slots)
-        .map(|k| (slots / 2 + k * 7919) % slots)
-        .find(|&k| k > 0 && gcd(k, slots) == 1)
-        .unwrap_or(1);
+    let stride = visit_stride(slots);
     let mut slot = 0usize;
     let mut pass = |slot: usize| {
         let s = &src[slot * len..(slot + 1) * len];
@@ -144,6 +138,16 @@ pub fn limit_spread_bytes_per_s(len: usize, slots: usize, min_time: Duration) ->
     (passes as f64 * len as f64) / elapsed.as_secs_f64()
 }
 
+/// The step of [`limit_spread_bytes_per_s`]'s visiting order (`slot = (slot + step) %
+/// slots`): a large step coprime with `slots`, so that every slot is visited once per
+/// round and consecutive visits are far apart (no prefetcher follows them).
+fn visit_stride(slots: usize) -> usize {
+    (1..slots)
+        .map(|k| (slots / 2 + k * 7919) % slots)
+        .find(|&k| k > 0 && gcd(k, slots) == 1)
+        .unwrap_or(1)
+}
+
 fn gcd(mut a: usize, mut b: usize) -> usize {
     while b != 0 {
         (a, b) = (b, a % b);
@@ -170,8 +174,19 @@ mod tests {
     }
 
     #[test]
-    fn spread_limit_visits_every_slot_and_is_positive() {
-        for slots in [1, 2, 3, 10, 12, 10_000] {
+    fn spread_limit_visits_every_slot_once_a_round_and_is_positive() {
+        for slots in [1, 2, 3, 10, 12, 4096, 10_000] {
+            let step = visit_stride(slots);
+            let mut seen = vec![false; slots];
+            let mut slot = 0;
+            for _ in 0..slots {
+                assert!(!seen[slot], "{slots}: slot {slot} twice in a round");
+                seen[slot] = true;
+                slot = (slot + step) % slots;
+            }
+            if slots > 12 {
+                assert!(step > 64 && step < slots - 64, "{slots}: step {step}");
+            }
             let r = limit_spread_bytes_per_s(64, slots, Duration::from_millis(2));
             assert!(r.is_finite() && r > 1e6, "{slots}: {r}");
         }
