@@ -173,10 +173,14 @@ trap 'cleanup; ip link del iwdrop0 2>/dev/null || true' EXIT
 ip addr add 198.18.0.1/32 dev iwdrop0; ip addr add 198.18.0.2/32 dev iwdrop1
 ip link set iwdrop0 up; ip link set iwdrop1 up
 fab=(-I 10 -S all -c)
-CM_TIMEOUT=240 cm_pair fi_pingpong-msg 'bytes' fi_pingpong -p verbs -e msg "${fab[@]}" -B 47601 -d "iwarp_$a" \
-  -- fi_pingpong -p verbs -e msg "${fab[@]}" -P 47601 -d "iwarp_$b" 198.18.0.1
-CM_TIMEOUT=240 cm_pair fi_pingpong-rdm 'bytes' fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -B 47602 \
-  -d "iwarp_$a" -- fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -P 47602 -d "iwarp_$b" 198.18.0.1
+# Ports below both ephemeral ranges (the kernel's 32768-60999, which the control
+# connection's server binds in; the daemons' 49152-65535): a port inside the kernel's
+# range can be held by any outgoing connection of the host, and the server's bind then
+# fails with EADDRINUSE (seen once with 47602).
+CM_TIMEOUT=240 cm_pair fi_pingpong-msg 'bytes' fi_pingpong -p verbs -e msg "${fab[@]}" -B 17601 -d "iwarp_$a" \
+  -- fi_pingpong -p verbs -e msg "${fab[@]}" -P 17601 -d "iwarp_$b" 198.18.0.1
+CM_TIMEOUT=240 cm_pair fi_pingpong-rdm 'bytes' fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -B 17602 \
+  -d "iwarp_$a" -- fi_pingpong -p 'verbs;ofi_rxm' -e rdm "${fab[@]}" -P 17602 -d "iwarp_$b" 198.18.0.1
 # Every size from 2 bytes to 8 MiB (-a), a few iterations each, every tool; the bandwidth
 # tools also on 4 QPs (-q 4).
 PERFTEST_ITERS=5 perftest_pair ib_write_bw-all 18523 ib_write_bw -a
