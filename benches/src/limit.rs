@@ -75,12 +75,21 @@ pub fn limit_bytes_per_s(len: usize, min_time: Duration) -> f64 {
     for _ in 0..16 {
         black_box(b.pass());
     }
+    let len = b.len();
+    bytes_per_s(len, min_time, || {
+        black_box(b.pass());
+    })
+}
+
+/// Calls `pass` (one message of `len` bytes) in batches of 16 for at least `min_time`;
+/// returns bytes/s.
+fn bytes_per_s(len: usize, min_time: Duration, mut pass: impl FnMut()) -> f64 {
     let mut passes = 0u64;
     let start = Instant::now();
     let mut elapsed;
     loop {
         for _ in 0..16 {
-            black_box(b.pass());
+            pass();
         }
         passes += 16;
         elapsed = start.elapsed();
@@ -88,7 +97,7 @@ pub fn limit_bytes_per_s(len: usize, min_time: Duration) -> f64 {
             break;
         }
     }
-    (passes as f64 * b.len() as f64) / elapsed.as_secs_f64()
+    (passes as f64 * len as f64) / elapsed.as_secs_f64()
 }
 
 /// The limit when the messages are spread over `slots` buffers of `len` bytes each at
@@ -121,21 +130,10 @@ pub fn limit_spread_bytes_per_s(len: usize, slots: usize, min_time: Duration) ->
         black_box(pass(slot));
         slot = (slot + stride) % slots;
     }
-    let mut passes = 0u64;
-    let start = Instant::now();
-    let mut elapsed;
-    loop {
-        for _ in 0..16 {
-            black_box(pass(slot));
-            slot = (slot + stride) % slots;
-        }
-        passes += 16;
-        elapsed = start.elapsed();
-        if elapsed >= min_time {
-            break;
-        }
-    }
-    (passes as f64 * len as f64) / elapsed.as_secs_f64()
+    bytes_per_s(len, min_time, || {
+        black_box(pass(slot));
+        slot = (slot + stride) % slots;
+    })
 }
 
 /// The step of [`limit_spread_bytes_per_s`]'s visiting order (`slot = (slot + step) %
