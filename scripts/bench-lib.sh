@@ -150,8 +150,8 @@ bench_loopback_start() { # iwarpd name log-prefix [--set k=v ...]
   local bin=$1 name=$2 log=$3; shift 3
   local sock=/run/iwarpd/$name.memif
   "$bin" --config config/examples/perf-loopback.toml --name "$name" --core "$DP_CPU" \
-    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
-    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
+    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240,rsize=8" \
+    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240,rsize=8,zero-copy=yes" \
     "$@" > "$log.out" 2> "$log.err" &
   bench_iwarpd_pid=$!
   local _i

@@ -51,7 +51,7 @@ done
 
 ncpu=$(nproc)
 "$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core $(( ncpu > 1 ? 1 : 0 )) \
-  --device "net_memif0,role=server,socket=$sock$dev_args" "${common[@]}" \
+  --device "net_memif0,role=server,socket=$sock$dev_args${BENCH_MEMIF_SERVER:-}" "${common[@]}" \
   --set "limits.max_qps=$(( scale_qps > 1024 ? scale_qps + 16 : 1024 ))" \
   --set "limits.max_conns=$(( scale_qps > 1024 ? 2 * scale_qps + 64 : 2048 ))" \
   > "$tmp/server.out" 2> "$tmp/server.err" & srv_pid=$!
@@ -59,7 +59,7 @@ for _ in $(seq 100); do "$IWARPD" --name "$srv_name" stats >/dev/null 2>&1 && br
 
 client() { # op size qps depth out
   timeout $(( secs * 4 + 120 )) "$IWARPD" --config config/examples/memif-client.toml --name "$cli_name" --core 0 \
-    --device "net_memif0,role=client,socket=$sock$dev_args" "${common[@]}" \
+    --device "net_memif0,role=client,socket=$sock$dev_args${BENCH_MEMIF_CLIENT:-}" "${common[@]}" \
     --set "limits.max_qps=$(( $3 > 1024 ? $3 + 16 : 1024 ))" --set "limits.max_conns=$(( $3 > 1024 ? 2 * $3 + 64 : 2048 ))" \
     loadgen --peer 198.18.0.1:7000 --op "$1" --size "$2" --qps "$3" --depth "$4" \
     --seconds "$secs" --warmup-seconds 1 --json "$5.json" > "$5.txt" 2> "$5.err" || {

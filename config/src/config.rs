@@ -139,6 +139,20 @@ impl Config {
         Ok(cfg)
     }
 
+    /// The EAL arguments after iwarpd's own: `eal.extra_args`, then the flags the ports
+    /// need and the operator did not give: `--single-file-segments` for a memif client
+    /// in zero-copy mode.
+    pub fn eal_extra_args(&self) -> Vec<String> {
+        const SINGLE_FILE_SEGMENTS: &str = "--single-file-segments";
+        let mut args = self.eal.extra_args.clone();
+        if self.ports.iter().any(|p| p.device.memif_zero_copy())
+            && !args.iter().any(|a| a == SINGLE_FILE_SEGMENTS)
+        {
+            args.push(SINGLE_FILE_SEGMENTS.to_string());
+        }
+        args
+    }
+
     /// The configuration as a TOML document (`print-config`); [`Config::from_toml_str`]
     /// reads it back to an equal `Config`. Optional keys that are unset are left out.
     pub fn to_toml_string(&self) -> Result<String, ConfigError> {
@@ -470,6 +484,22 @@ mod tests {
         assert!(e
             .to_string()
             .starts_with("config error: daemon.log_level: TOML syntax"));
+    }
+
+    #[test]
+    fn zero_copy_memif_brings_single_file_segments_once() {
+        let mut c = Config::default();
+        assert!(c.eal_extra_args().is_empty());
+        c.eal.extra_args = vec!["--log-level=8".into()];
+        c.ports.push(PortSection::new(
+            "net_memif1,role=client,zero-copy=yes".parse().unwrap(),
+        ));
+        assert_eq!(
+            c.eal_extra_args(),
+            ["--log-level=8", "--single-file-segments"]
+        );
+        c.eal.extra_args = vec!["--single-file-segments".into()];
+        assert_eq!(c.eal_extra_args(), ["--single-file-segments"]);
     }
 
     #[test]

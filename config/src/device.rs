@@ -234,6 +234,14 @@ impl Device {
         Some((socket, v.arg("socket-abstract").unwrap_or("yes") != "no"))
     }
 
+    /// Whether this is a memif client in zero-copy mode (`zero-copy=yes`): its buffers are
+    /// the shared ring's, so its EAL needs `--single-file-segments` (one memory file per
+    /// segment list to share; DPDK refuses zero-copy without it).
+    pub fn memif_zero_copy(&self) -> bool {
+        self.vdev()
+            .is_some_and(|v| v.driver == VdevDriver::Memif && v.arg("zero-copy") == Some("yes"))
+    }
+
     /// The virtual device, if this is one.
     pub fn vdev(&self) -> Option<&Vdev> {
         match self {
@@ -376,6 +384,18 @@ fn parse_vdev(s: &str) -> Result<Vdev, String> {
         check_value(driver, k, v)?;
         args.push((k.to_string(), v.to_string()));
     }
+    let arg = |key: &str| args.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str());
+    if driver == VdevDriver::Memif
+        && arg("zero-copy") == Some("yes")
+        && arg("role").unwrap_or("server") != "client"
+    {
+        // DPDK 22.11's memif takes zero-copy only on the client: the client's own buffers
+        // become the shared ring's buffers, which the server copies into and out of.
+        return Err(
+            "vdev argument `zero-copy=yes`: only a memif client (`role=client`) can be zero-copy"
+                .to_string(),
+        );
+    }
     for req in driver.required_args() {
         if !args.iter().any(|(k, _)| k == req) {
             return Err(format!("{} needs `{req}=...`", driver.prefix()));
@@ -458,6 +478,11 @@ mod tests {
         assert_eq!(v.arg("role"), Some("client"));
         assert_eq!(v.int_arg("bsize"), Some(10240));
         assert_eq!(d.dpdk_name(), "net_memif0");
+        assert!(!d.memif_zero_copy());
+        let zc: Device = "net_memif1,role=client,zero-copy=yes".parse().unwrap();
+        assert!(zc.memif_zero_copy());
+        let no: Device = "net_memif1,role=client,zero-copy=no".parse().unwrap();
+        assert!(!no.memif_zero_copy() && !Device::default_memif("x").memif_zero_copy());
     }
 
     #[test]
@@ -471,6 +496,9 @@ mod tests {
         assert!(err("net_memif0,role=server,role=client").contains("twice"));
         assert!(err("net_memif0,bsize=big").contains("integer"));
         assert!(err("net_memif0,socket=relative").contains("absolute"));
+        assert!(err("net_memif0,zero-copy=yes").contains("only a memif client"));
+        assert!(err("net_memif0,role=server,zero-copy=yes").contains("only a memif client"));
+        assert!(err("net_memif0,zero-copy=on").contains("yes, no"));
         assert!(err("net_af_packet0").contains("iface"));
         assert!(err("net_af_xdp0,start_queue=0").contains("iface"));
         assert!(err("net_memif-0").contains("only letters"));

@@ -255,7 +255,7 @@ fn init_eal(
             (_, vdev) => args.vdevs.push(vdev),
         }
     }
-    args.extra = cfg.eal.extra_args.clone();
+    args.extra = cfg.eal_extra_args();
     args.telemetry = cfg.eal.telemetry;
     if !tracing::enabled!(tracing::Level::DEBUG) {
         args.log_levels = vec!["*:warning".into()];
