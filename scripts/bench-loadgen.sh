@@ -8,6 +8,8 @@
 #   scripts/bench-loadgen.sh                     # 3 runs of each, 5 s each
 #   BENCH_RUNS=5 BENCH_SECONDS=10 BENCH_MTU=1500 scripts/bench-loadgen.sh
 #   BENCH_SCALE_QPS=10000 scripts/bench-loadgen.sh   # also the connection set-up / memory run
+#   BENCH_MEMIF_SERVER=,rsize=8 BENCH_MEMIF_CLIENT=,rsize=8,zero-copy=yes scripts/bench-loadgen.sh
+#                                  # memif arguments appended to the server's / client's device
 #
 # Prints medians and writes target/bench-loadgen.md (a table for docs/BENCHMARKS.md).
 # Targets (issue 13, target 2): 64 KiB WRITE goodput at 1 QP and at 8 QPs >= 2x iperf3
@@ -101,7 +103,7 @@ met_s=$(awk -v s="$s" 'BEGIN {print (s >= 10e6) ? "met" : "missed"}')
 out=target/bench-loadgen.md
 mkdir -p target
 {
-  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
+  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"}${BENCH_MEMIF_SERVER:+ BENCH_MEMIF_SERVER=$BENCH_MEMIF_SERVER}${BENCH_MEMIF_CLIENT:+ BENCH_MEMIF_CLIENT=$BENCH_MEMIF_CLIENT} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
   echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s."
   echo
   echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel TCP / UCX over TCP, loopback, same run | ratios / targets |"
