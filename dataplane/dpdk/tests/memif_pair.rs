@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{eal, exchange, test_frame, wait_link};
+use common::{eal, exchange, start_pair, stop_pair, test_frame};
 use iwarp_dpdk::{DpdkError, Eal, Mempool, Port, PortConfig, PortQueue};
 use iwarp_runtime::{FrameIo, TxOutcome};
 
@@ -67,16 +67,7 @@ fn memif_pair_moves_frames_both_ways_and_reports_errors() {
     assert_eq!(s_setup.frame_len_max, 1514);
     assert!(!s_setup.tx_checksum_offload && !s_setup.rss);
     assert_eq!(c_setup.queues, 1);
-    server.start().expect("start server");
-    client.start().expect("start client");
-    assert!(
-        wait_link(&server, true, Duration::from_secs(10)),
-        "server link up"
-    );
-    assert!(
-        wait_link(&client, true, Duration::from_secs(10)),
-        "client link up"
-    );
+    start_pair(&mut server, &mut client);
 
     let mut sq = server.queue(0, &pool).expect("server queue");
     let mut cq = client.queue(0, &pool).expect("client queue");
@@ -124,12 +115,7 @@ fn memif_pair_moves_frames_both_ways_and_reports_errors() {
     assert!(server.xstat("rx_good_packets").is_ok_and(|v| v == 500));
     assert!(server.xstat("no_such_counter").is_err());
 
-    drop(sq);
-    drop(cq);
-    client.stop().expect("client stop");
-    server.stop().expect("server stop");
-    drop(client);
-    drop(server);
+    stop_pair((sq, cq), server, client);
     drop(pool);
     drop(eal);
 }

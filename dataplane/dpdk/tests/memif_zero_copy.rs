@@ -7,8 +7,8 @@ mod common;
 
 use std::time::Duration;
 
-use common::{exchange, test_frame, wait_link};
-use iwarp_dpdk::{Eal, EalArgs, MemoryMode, Mempool, Port, PortConfig, PortQueue};
+use common::{eal_args, exchange, start_pair, stop_pair, test_frame};
+use iwarp_dpdk::{Eal, Mempool, Port, PortConfig, PortQueue};
 
 /// Frames per direction: 24 times around the 256-slot ring.
 const FRAMES: u32 = 6144;
@@ -17,12 +17,7 @@ const FRAME_LEN_MAX: usize = 9014;
 
 #[test]
 fn zero_copy_client_moves_jumbo_frames_both_ways_byte_for_byte() {
-    let mut args = EalArgs::new(
-        "iwarp-dpdk-test",
-        &format!("memif-zc-{}", std::process::id()),
-        MemoryMode::detect(256, 256),
-    );
-    args.log_levels = vec!["error".into()];
+    let mut args = eal_args("memif-zc");
     // DPDK refuses a zero-copy memif without it ("Zero-copy doesn't support multi-file
     // segments"); iwarpd adds it itself (`Config::eal_extra_args`).
     args.extra = vec!["--single-file-segments".into()];
@@ -53,16 +48,7 @@ fn zero_copy_client_moves_jumbo_frames_both_ways_byte_for_byte() {
         (s_setup.frame_len_max, c_setup.frame_len_max),
         (FRAME_LEN_MAX, FRAME_LEN_MAX)
     );
-    server.start().expect("start server");
-    client.start().expect("start client");
-    assert!(
-        wait_link(&server, true, Duration::from_secs(10)),
-        "server link up"
-    );
-    assert!(
-        wait_link(&client, true, Duration::from_secs(10)),
-        "client link up"
-    );
+    start_pair(&mut server, &mut client);
     let mut sq = server.queue(0, &pool).expect("server queue");
     let mut cq = client.queue(0, &pool).expect("client queue");
 
@@ -83,12 +69,7 @@ fn zero_copy_client_moves_jumbo_frames_both_ways_byte_for_byte() {
     assert_eq!(sq.counters.rx_bytes, to_server);
     assert_eq!(cq.counters.tx_frames, u64::from(FRAMES));
 
-    drop(sq);
-    drop(cq);
-    client.stop().expect("client stop");
-    server.stop().expect("server stop");
-    drop(client);
-    drop(server);
+    stop_pair((sq, cq), server, client);
     drop(pool);
     drop(eal);
 }

@@ -5,20 +5,15 @@ mod common;
 
 use std::time::Duration;
 
-use common::{test_frame, wait_link};
-use iwarp_dpdk::{Eal, EalArgs, MemoryMode, Mempool, Port, PortConfig};
+use common::{eal_args, test_frame, wait_link};
+use iwarp_dpdk::{Eal, Mempool, Port, PortConfig};
 use iwarp_runtime::{FrameIo, TxOutcome};
 
 #[test]
 fn ring_loopback_on_a_worker_lcore() {
-    let mut args = EalArgs::new(
-        "ring-launch",
-        &format!("ring-launch-{}", std::process::id()),
-        MemoryMode::detect(256, 256),
-    );
+    let mut args = eal_args("ring-launch");
     args.main_cpus = vec![0];
     args.dataplane_cpus = vec![iwarp_dpdk::args::online_cpus().saturating_sub(1)];
-    args.log_levels = vec!["error".into()];
     let eal = Eal::init(&args.build()).expect("EAL");
     assert_eq!(eal.worker_lcores(), [1]);
     assert_eq!(eal.lcores(), [0, 1]);

@@ -3,11 +3,12 @@
 
 use std::time::{Duration, Instant};
 
-use iwarp_dpdk::{Eal, EalArgs, MemoryMode, Port};
+use iwarp_dpdk::{Eal, EalArgs, MemoryMode, Port, PortQueue};
 use iwarp_runtime::{FrameIo, TxOutcome};
 
-/// Starts the EAL for a test: main lcore only, hugepages if reserved, else `--no-huge`.
-pub fn eal(prefix: &str) -> Eal {
+/// The EAL arguments of a test: main lcore only, hugepages if reserved, else `--no-huge`,
+/// a file prefix unique to the process, errors logged only.
+pub fn eal_args(prefix: &str) -> EalArgs {
     let memory = MemoryMode::detect(256, 256);
     let mut args = EalArgs::new(
         "iwarp-dpdk-test",
@@ -15,7 +16,36 @@ pub fn eal(prefix: &str) -> Eal {
         memory,
     );
     args.log_levels = vec!["error".into()];
-    Eal::init(&args.build()).expect("EAL init")
+    args
+}
+
+/// Starts the EAL for a test with [`eal_args`].
+pub fn eal(prefix: &str) -> Eal {
+    Eal::init(&eal_args(prefix).build()).expect("EAL init")
+}
+
+/// Starts both ports of a memif pair and waits (bounded) until both links are up.
+pub fn start_pair(server: &mut Port, client: &mut Port) {
+    server.start().expect("start server");
+    client.start().expect("start client");
+    assert!(
+        wait_link(server, true, Duration::from_secs(10)),
+        "server link up"
+    );
+    assert!(
+        wait_link(client, true, Duration::from_secs(10)),
+        "client link up"
+    );
+}
+
+/// Tears a memif pair down in the order DPDK needs: the queues, then the client's port,
+/// then the server's (the caller's mempool and EAL go after them).
+pub fn stop_pair(queues: (PortQueue, PortQueue), mut server: Port, mut client: Port) {
+    drop(queues);
+    client.stop().expect("client stop");
+    server.stop().expect("server stop");
+    drop(client);
+    drop(server);
 }
 
 /// Waits (bounded) until the port's link is up.
