@@ -18,6 +18,10 @@
 #   peer_ucx_lat SIZE ITERS [RANK]   UCX over TCP tag_lat: half round trip at RANK % (50), us
 # Every function prints its figure on stdout (0 when the peer failed, with the reason on
 # stderr) and leaves no process behind.
+#
+# Also sourced by restart-loop.sh, isolation.sh and bench-sendlat.sh for
+# bench_loopback_sets: every script that runs the perf-loopback daemon gives its memif
+# ports the file's arguments and only a socket of its own.
 
 : "${DP_CPU:=$(( $(nproc) > 1 ? 1 : 0 ))}"
 : "${APP_CPU:=0}"
@@ -143,15 +147,28 @@ _ucx_lat_once() { # server-cpu size iters [rank]
   awk '{print $2}' <<< "$line"
 }
 
+bench_loopback_config=$(realpath "$(dirname "${BASH_SOURCE[0]}")/../config/examples/perf-loopback.toml")
+
+# The --set arguments (one per line, for mapfile) that give the two memif ports of
+# config/examples/perf-loopback.toml the socket SOCK and keep every other argument the
+# file gives them (ring size, buffer size, zero-copy): loopback daemons started at the
+# same time then never share a socket, and every script runs the file's memif settings.
+bench_loopback_sets() { # sock
+  local i dev
+  for i in 0 1; do
+    dev=$(sed -n "s|^device = \"\(net_memif$i,[^\"]*\)\".*|\1|p" "$bench_loopback_config")
+    [ -n "$dev" ] || { echo "bench: no net_memif$i device in $bench_loopback_config" >&2; return 1; }
+    printf '%s\n' --set "port.$i.device=$(sed "s|socket=[^,]*|socket=$1|" <<< "$dev")"
+  done
+}
+
 # iwarpd with two memif ports wired to each other inside the process, one dataplane core
 # on $DP_CPU (config/examples/perf-loopback.toml): what iwarp-perf --loopback runs on.
 # Sets bench_iwarpd_pid; the daemon's verbs socket is /run/iwarpd/NAME.verbs.
 bench_loopback_start() { # iwarpd name log-prefix [--set k=v ...]
-  local bin=$1 name=$2 log=$3; shift 3
-  local sock=/run/iwarpd/$name.memif
-  "$bin" --config config/examples/perf-loopback.toml --name "$name" --core "$DP_CPU" \
-    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240,rsize=8" \
-    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240,rsize=8,zero-copy=yes" \
+  local bin=$1 name=$2 log=$3 sets; shift 3
+  mapfile -t sets < <(bench_loopback_sets "/run/iwarpd/$name.memif") && [ ${#sets[@]} -eq 4 ] || return 1
+  "$bin" --config "$bench_loopback_config" --name "$name" --core "$DP_CPU" "${sets[@]}" \
     "$@" > "$log.out" 2> "$log.err" &
   bench_iwarpd_pid=$!
   local _i

@@ -18,7 +18,7 @@ iters=${SENDLAT_ITERS:-100000}
 size=${SENDLAT_SIZE:-64}
 ncpu=$(nproc)
 DP_CPU=${DP_CPU:-$(( ncpu > 1 ? 1 : 0 ))}; APP_CPU=${APP_CPU:-0}
-config=config/examples/perf-loopback.toml
+source scripts/bench-lib.sh
 tmp=$(mktemp -d /tmp/iwarp-sendlat.XXXXXX)
 pid=
 cleanup() {
@@ -30,15 +30,14 @@ cleanup() {
   fi
 }
 trap 'cleanup; [ -n "${KEEP:-}" ] || rm -rf "$tmp"' EXIT
-json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
-median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
 one() { # dir tag run
   local dir=$1 tag=$2 r=$3
   local name=sendlat-$$-$tag-$r sock=/run/iwarpd/sendlat-$$-$tag-$r.memif
-  "$dir/iwarpd" --config "$config" --name "$name" --core "$DP_CPU" \
-    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
-    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
+  local sets; mapfile -t sets < <(bench_loopback_sets "$sock") && [ ${#sets[@]} -eq 4 ] || exit 1
+  # Builds older than f8d9d1d do not add the EAL flag a zero-copy memif port needs.
+  "$dir/iwarpd" --config "$bench_loopback_config" --name "$name" --core "$DP_CPU" "${sets[@]}" \
+    --set 'eal.extra_args=["--single-file-segments"]' \
     > "$tmp/iwarpd.$tag.$r.out" 2> "$tmp/iwarpd.$tag.$r.err" &
   pid=$!
   local ok=0
@@ -55,7 +54,7 @@ one() { # dir tag run
     || { echo "bench-sendlat: iwarp-perf failed:"; tail -20 "$out.err"; exit 1; }
   cleanup
   local med avg p99
-  med=$(json_num median_us "$out.json"); avg=$(json_num avg_us "$out.json"); p99=$(json_num p99_us "$out.json")
+  med=$(bench_json_num median_us "$out.json"); avg=$(bench_json_num avg_us "$out.json"); p99=$(bench_json_num p99_us "$out.json")
   echo "$med" >> "$tmp/med.$tag"; echo "$avg" >> "$tmp/avg.$tag"; echo "$p99" >> "$tmp/p99.$tag"
   printf '%s run %d: median %s us, average %s us, p99 %s us (load %s)\n' "$tag" "$r" "$med" "$avg" "$p99" "$(cut -d' ' -f1 /proc/loadavg)"
 }
@@ -71,7 +70,7 @@ i=0
 for dir in "$@"; do
   tag="$(basename "$(dirname "$dir/x")")$i"
   printf '%s (%s): send_lat %s B x %s, medians of %s runs: median %s us, average %s us, p99 %s us; per run medians: %s\n' \
-    "$tag" "$dir" "$size" "$iters" "$runs" "$(median < "$tmp/med.$tag")" "$(median < "$tmp/avg.$tag")" \
-    "$(median < "$tmp/p99.$tag")" "$(paste -sd' ' "$tmp/med.$tag")"
+    "$tag" "$dir" "$size" "$iters" "$runs" "$(bench_median < "$tmp/med.$tag")" "$(bench_median < "$tmp/avg.$tag")" \
+    "$(bench_median < "$tmp/p99.$tag")" "$(paste -sd' ' "$tmp/med.$tag")"
   i=$((i + 1))
 done

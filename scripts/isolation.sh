@@ -44,6 +44,8 @@ DP_CPU=$(( ncpu > 1 ? 1 : 0 )) APP_CPU=0
 id=$$
 name=isolation-$id
 sock=/run/iwarpd/$name.memif
+source scripts/bench-lib.sh
+mapfile -t sets < <(bench_loopback_sets "$sock") && [ ${#sets[@]} -eq 4 ] || exit 1
 tmp=$(mktemp -d /tmp/iwarp-isolation.XXXXXX)
 pass=0 fail=0 pid=
 ok() { pass=$((pass + 1)); echo "PASS $1"; }
@@ -55,12 +57,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-ROOT=$PWD
 start_daemon() {
-    (cd "$tmp" && exec "$IWARPD" --config "$ROOT/config/examples/perf-loopback.toml" \
-        --name "$name" --core "$DP_CPU" \
-        --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
-        --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
+    (cd "$tmp" && exec "$IWARPD" --config "$bench_loopback_config" \
+        --name "$name" --core "$DP_CPU" "${sets[@]}" \
         > daemon.out 2> daemon.err) &
     pid=$!
     for _ in $(seq 300); do
@@ -81,15 +80,13 @@ if [ -n "${ISOLATION_CONTROL_CPUS:-}" ]; then
     echo "isolation: threads other than the dataplane lcore moved to CPUs $ISOLATION_CONTROL_CPUS"
 fi
 
-json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
-median() { sort -g | awk '{a[NR] = $1} END {if (NR) print a[int((NR + 1) / 2)]; else print 0}'; }
 
 # measure LABEL RUN: one A run; its Gbit/s appended to $tmp/LABEL.
 measure() {
     local out=$tmp/a.$1.$2
     if timeout $(( secs * 4 + 60 )) taskset -c "$APP_CPU" "$IWARP_PERF" write_bw --loopback \
         --daemon "$name" -s 64K --depth 16 -D "$secs" -i 0 --json "$out.json" > "$out.txt" 2>&1; then
-        echo "$2 $(json_num gbit_per_s "$out.json")" >> "$tmp/$1"
+        echo "$2 $(bench_json_num gbit_per_s "$out.json")" >> "$tmp/$1"
         return 0
     fi
     bad "A ($1, run $2) failed: $(tail -2 "$out.txt" | tr '\n' ' ')"
@@ -122,13 +119,13 @@ for r in $(seq "$runs"); do
 done
 
 rates() { awk '{print $2}' "$tmp/$1"; }
-alone=$(rates alone | median)
+alone=$(rates alone | bench_median)
 [ -s "$tmp/alone" ] && ok "A alone: $alone Gbit/s (median of $(wc -l < "$tmp/alone"); runs: $(rates alone | tr '\n' ' '))"
 for label in objects overrun flood; do
     [ -s "$tmp/$label" ] || continue
-    m=$(rates "$label" | median)
+    m=$(rates "$label" | bench_median)
     # Per round: this round's rate with B over its alone-run.
-    ratio=$(awk 'NR == FNR {a[$1] = $2; next} ($1 in a) && a[$1] > 0 {print $2 / a[$1]}' "$tmp/alone" "$tmp/$label" | median)
+    ratio=$(awk 'NR == FNR {a[$1] = $2; next} ($1 in a) && a[$1] > 0 {print $2 / a[$1]}' "$tmp/alone" "$tmp/$label" | bench_median)
     ratio=$(awk -v r="$ratio" 'BEGIN {printf "%.2f", r}')
     rounds=$(awk 'NR == FNR {a[$1] = $2; next} ($1 in a) && a[$1] > 0 {printf "%.2f ", $2 / a[$1]}' "$tmp/alone" "$tmp/$label")
     echo "isolation: A with B $label: $m Gbit/s (runs: $(rates "$label" | tr '\n' ' ')), ratio $ratio (median of the rounds: $rounds)"
@@ -151,7 +148,7 @@ for r in $(seq "$runs"); do
 done
 if [ "$(sort -u "$tmp/flood.b_exit" 2>/dev/null)" = 0 ]; then
     # B's own rate (its last run): what B's flood took from the core it shares with A.
-    b_rate=$(json_num msgs_per_s "$tmp/b.flood.json")
+    b_rate=$(bench_json_num msgs_per_s "$tmp/b.flood.json")
     ok "B flood: every run exit 0; B moved $(awk -v r="${b_rate:-0}" 'BEGIN {printf "%.2f", r / 1e6}') M 64-byte WRITEs/s (last run)"
 else
     bad "B flood: exits $(tr '\n' ' ' < "$tmp/flood.b_exit")"

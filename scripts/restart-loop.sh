@@ -21,10 +21,11 @@ if [ -z "${IWARPD:-}" ] || [ -z "${IWARP_PERF:-}" ]; then
 fi
 ncpu=$(nproc)
 DP_CPU=${DP_CPU:-$(( ncpu > 1 ? 1 : 0 ))}; APP_CPU=${APP_CPU:-0}
-config=$PWD/config/examples/perf-loopback.toml
+source scripts/bench-lib.sh
 id=$$
 name=restart-$id
 sock=/run/iwarpd/restart-$id.memif
+mapfile -t sets < <(bench_loopback_sets "$sock") && [ ${#sets[@]} -eq 4 ] || exit 1
 tmp=$(mktemp -d /tmp/iwarp-restart.XXXXXX)
 ulimit -c unlimited
 pid=
@@ -35,10 +36,8 @@ cleanup() {
 trap 'cleanup; [ -n "${KEEP:-}" ] || [ "$failed" -gt 0 ] || rm -rf "$tmp"' EXIT
 
 start() { # log
-  (cd "$tmp" && exec "$IWARPD" --config "$config" --name "$name" --core "$DP_CPU" \
-    --set "port.0.device=net_memif0,role=server,socket=$sock,bsize=10240" \
-    --set "port.1.device=net_memif1,role=client,socket=$sock,bsize=10240" \
-    --log-level info > "$1.out" 2> "$1.err") &
+  (cd "$tmp" && exec "$IWARPD" --config "$bench_loopback_config" --name "$name" --core "$DP_CPU" \
+    "${sets[@]}" --log-level info > "$1.out" 2> "$1.err") &
   pid=$!
   for _ in $(seq 300); do
     [ -S "/run/iwarpd/$name.verbs" ] && "$IWARPD" --name "$name" stats > /dev/null 2>&1 && return 0
