@@ -16,6 +16,7 @@
 #   peer_ucx_bw TEST SIZE SECS DEPTH UCX over TCP (UCX_TLS=tcp): ucp_put_bw, ucp_get or
 #                                    tag_bw with DEPTH outstanding: Gbit/s
 #   peer_ucx_lat SIZE ITERS [RANK]   UCX over TCP tag_lat: half round trip at RANK % (50), us
+#   bench_cpu_probe                  crossing between the two CPUs: "RTT:RING" (ns, Gbit/s)
 # Every function prints its figure on stdout (0 when the peer failed, with the reason on
 # stderr) and leaves no process behind.
 #
@@ -35,6 +36,23 @@ _bench_best() { sort -g -k1,1 | { if [ "$1" = max ]; then tail -1; else head -1;
 bench_median() { sort -g | awk '{v[NR] = $1} END {if (NR == 0) print 0; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 bench_json_num() { grep -oE "\"$1\": *[0-9.e+-]+" "$2" | head -1 | grep -oE '[0-9.e+-]+$'; }
 bench_ratio() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.2f", (b > 0) ? a / b : 0}'; }
+
+# What crossing between CPUs $APP_CPU and $DP_CPU costs now (iwarp-cpu-probe, medians of 5
+# rounds of 100 ms): "RTT:RING", a cache line's round trip in ns and jumbo frames copied
+# through a memif-like ring (1,024 x 10 KiB) in Gbit/s; "?" for what it could not measure.
+# Run it while neither CPU busy-polls. On a VM both move when the host moves its CPUs
+# between core complexes (about 55-70 ns and 200 Gbit/s when they share one, about 350 ns
+# and 40 Gbit/s when not), and whatever crosses between the CPUs moves with them.
+bench_cpu_probe() {
+  [ -x "${IWARP_CPU_PROBE:-}" ] || {
+    cargo build --release -q -p iwarp-benches --bin iwarp-cpu-probe >&2
+    IWARP_CPU_PROBE=target/release/iwarp-cpu-probe
+  }
+  local rtt ring
+  rtt=$("$IWARP_CPU_PROBE" --cpus "$APP_CPU,$DP_CPU" --rounds 5 --round-ms 100 2>/dev/null | grep -oE 'median [0-9.]+' | awk '{printf "%.0f", $2}')
+  ring=$("$IWARP_CPU_PROBE" --ring --cpus "$APP_CPU,$DP_CPU" --rounds 5 --round-ms 100 2>/dev/null | grep -oE 'median [0-9.]+' | awk '{printf "%.0f", $2}')
+  echo "${rtt:-?}:${ring:-?}"
+}
 
 # The peers' programs, installed from Debian when missing (scripts/setup.sh installs them
 # on a fresh machine).

@@ -11,6 +11,12 @@
 #   BENCH_MEMIF_SERVER=,rsize=8 BENCH_MEMIF_CLIENT=,rsize=8,zero-copy=yes scripts/bench-loadgen.sh
 #                                  # memif arguments appended to the server's / client's device
 #
+# Every run has a server of its own; crossing between the two CPUs is probed before and
+# after it (iwarp-cpu-probe: a cache line's round trip and a memif-like ring's copy rate).
+# On a VM whose host moves its CPUs between core complexes the two-daemon figures follow
+# that (docs/BENCHMARKS.md); the probes say what the machine did around each run. They do
+# not classify runs: the host moves the CPUs within seconds, inside a run too.
+#
 # Prints medians and writes target/bench-loadgen.md (a table for docs/BENCHMARKS.md).
 # Targets (issue 13, target 2): 64 KiB WRITE goodput at 1 QP and at 8 QPs >= 2x iperf3
 # loopback and >= 4x UCX ucp_put_bw; (target 4) >= 10 M 64-byte WRITEs/s on one core.
@@ -52,12 +58,15 @@ for r in $(seq "$runs"); do
 done
 
 ncpu=$(nproc)
-"$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core $(( ncpu > 1 ? 1 : 0 )) \
-  --device "net_memif0,role=server,socket=$sock$dev_args${BENCH_MEMIF_SERVER:-}" "${common[@]}" \
-  --set "limits.max_qps=$(( scale_qps > 1024 ? scale_qps + 16 : 1024 ))" \
-  --set "limits.max_conns=$(( scale_qps > 1024 ? 2 * scale_qps + 64 : 2048 ))" \
-  > "$tmp/server.out" 2> "$tmp/server.err" & srv_pid=$!
-for _ in $(seq 100); do "$IWARPD" --name "$srv_name" stats >/dev/null 2>&1 && break; sleep 0.1; done
+start_server() {
+  "$IWARPD" --config config/examples/memif-server.toml --name "$srv_name" --core $(( ncpu > 1 ? 1 : 0 )) \
+    --device "net_memif0,role=server,socket=$sock$dev_args${BENCH_MEMIF_SERVER:-}" "${common[@]}" \
+    --set "limits.max_qps=$(( scale_qps > 1024 ? scale_qps + 16 : 1024 ))" \
+    --set "limits.max_conns=$(( scale_qps > 1024 ? 2 * scale_qps + 64 : 2048 ))" \
+    >> "$tmp/server.out" 2>> "$tmp/server.err" & srv_pid=$!
+  for _ in $(seq 100); do "$IWARPD" --name "$srv_name" stats >/dev/null 2>&1 && break; sleep 0.1; done
+}
+stop_server() { kill -INT "$srv_pid"; wait "$srv_pid" || true; srv_pid=; }
 
 client() { # op size qps depth out
   timeout $(( secs * 4 + 120 )) "$IWARPD" --config config/examples/memif-client.toml --name "$cli_name" --core 0 \
@@ -67,8 +76,15 @@ client() { # op size qps depth out
     --seconds "$secs" --warmup-seconds 1 --json "$5.json" > "$5.txt" 2> "$5.err" || {
       echo "bench-loadgen: client run failed:"; tail -20 "$5.err"; cat "$5.txt"; exit 1; }
 }
-one=(); big=(); big_p50=(); small=(); small_p50=()
+# Each run gets a server of its own, and crossing between the two daemons' CPUs is probed
+# before it starts and after it stops (bench_cpu_probe; the probe needs both CPUs free of
+# busy-polling): on a VM the host moves the CPUs between its core complexes, and two
+# daemons joined by memif (each byte crosses between the CPUs) follow it. The probe
+# samples the moments around a run, not the run itself: a run may still flip inside.
+one=(); big=(); big_p50=(); small=(); small_p50=(); rtt=()
 for r in $(seq "$runs"); do
+  before=$(bench_cpu_probe)
+  start_server
   client write 65536 1 "$depth_big" "$tmp/one-$r"
   one+=("$(bench_json_num goodput_gbps "$tmp/one-$r.json")")
   echo "iwarpd 64 KiB WRITE, 1 QP, run $r: ${one[-1]} Gbit/s"
@@ -78,16 +94,20 @@ for r in $(seq "$runs"); do
   client write 64 "$qps_small" "$depth_small" "$tmp/small-$r"
   small+=("$(bench_json_num messages_per_sec "$tmp/small-$r.json")"); small_p50+=("$(bench_json_num p50 "$tmp/small-$r.json")")
   echo "iwarpd 64 B WRITE run $r: ${small[-1]} WR/s (p50 ${small_p50[-1]} us)"
+  stop_server
+  rtt+=("$before/$(bench_cpu_probe)")
+  echo "run $r: crossing the CPUs before/after: ${rtt[-1]} (cache-line round trip ns : ring Gbit/s)"
 done
 scale_line=""
 if [ "$scale_qps" -gt 0 ]; then
+  start_server
   client connect 1 "$scale_qps" 1 "$tmp/scale"
   rate=$(bench_json_num rate_per_sec "$tmp/scale.json"); est=$(bench_json_num established "$tmp/scale.json")
   per_qp=$(grep -oE '[0-9]+ bytes per QP' "$tmp/scale.txt" | grep -oE '^[0-9]+' || echo "?")
   scale_line="| connection set-up, $scale_qps QPs on one core | $est established, $rate conn/s, $per_qp bytes of RSS per QP (client daemon) | | |"
   echo "scale: $scale_qps QPs: $est established at $rate conn/s; $per_qp bytes per QP"
+  stop_server
 fi
-kill -INT "$srv_pid"; wait "$srv_pid" || true; srv_pid=
 
 k=$(printf '%s\n' "${kern[@]}" | bench_median); u=$(printf '%s\n' "${ucx[@]}" | bench_median)
 o=$(printf '%s\n' "${one[@]}" | bench_median)
@@ -104,7 +124,7 @@ out=target/bench-loadgen.md
 mkdir -p target
 {
   echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"}${BENCH_MEMIF_SERVER:+ BENCH_MEMIF_SERVER=$BENCH_MEMIF_SERVER}${BENCH_MEMIF_CLIENT:+ BENCH_MEMIF_CLIENT=$BENCH_MEMIF_CLIENT} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
-  echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s."
+  echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s; crossing the CPUs before/after each iwarpd run ${rtt[*]} (cache-line round trip ns : memif-like ring Gbit/s, iwarp-cpu-probe)."
   echo
   echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel TCP / UCX over TCP, loopback, same run | ratios / targets |"
   echo "|---|---|---|---|"

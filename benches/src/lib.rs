@@ -9,11 +9,14 @@
 //! - [`scale`]: N connected QPs on one core: set-up rate and memory per connection;
 //! - [`shm`]: the shared-memory verbs path (engine, `ShmService`, client rings) in one
 //!   process, for counting the instructions of a `send_lat` round trip;
+//! - [`cpu_probe`]: the cache-line round trip between two CPUs (what memif between two
+//!   cores pays per line; it moves on a virtual machine);
 //! - [`case`]: the benchmark cases and timed runs used by `benches/engine.rs` and the
 //!   `iwarp-bench-report` binary.
 #![forbid(unsafe_code)]
 
 pub mod case;
+pub mod cpu_probe;
 pub mod limit;
 pub mod pair;
 pub mod report;
