@@ -53,7 +53,8 @@ perf() { # test json-out args...
 }
 
 for r in $(seq "$runs"); do
-  echo "run $r/$runs: peers"
+  # UCX runs its two ends on the two CPUs, so its figures follow where the host put them.
+  echo "run $r/$runs: peers (crossing the CPUs: $(bench_cpu_probe) ns : Gbit/s, bench_cpu_probe)"
   for s in $sizes; do
     v=$(peer_iperf3 "$s" "$secs"); echo "tcp $s iperf3 $r $v" >> "$out/results.txt"
     line="  $s B: iperf3 $v"
