@@ -274,104 +274,108 @@ pub fn cross_cpu_ring_gbps(cfg: &RingConfig) -> Result<Vec<f64>, ProbeError> {
     if let Some(&c) = [a, b].iter().find(|c| !allowed.contains(c)) {
         return Err(ProbeError::CpuNotAllowed(c));
     }
-    let free = Arc::new(ArrayQueue::new(cfg.slots));
-    let full = Arc::new(ArrayQueue::<Box<[u8]>>::new(cfg.slots));
+    let ring = Arc::new(Ring {
+        free: ArrayQueue::new(cfg.slots),
+        full: ArrayQueue::new(cfg.slots),
+        consumed: AtomicU64::new(0),
+        stop: AtomicBool::new(false),
+    });
     for _ in 0..cfg.slots {
         // Written once so the pages exist before the first round.
-        let _ = free.push(vec![0u8; cfg.slot_bytes].into_boxed_slice());
+        let _ = ring.free.push(vec![0u8; cfg.slot_bytes].into_boxed_slice());
     }
-    let consumed = Arc::new(AtomicU64::new(0));
-    let stop = Arc::new(AtomicBool::new(false));
     let cfg = *cfg;
-    let consumer = {
-        let (free, full, consumed, stop) = (
-            Arc::clone(&free),
-            Arc::clone(&full),
-            Arc::clone(&consumed),
-            Arc::clone(&stop),
-        );
-        thread::spawn(move || -> Result<(), ProbeError> {
-            pin(b)?;
-            let mut local = vec![0u8; LOCAL_FRAMES * cfg.frame_bytes];
-            let mut n = 0usize;
-            let mut quiet_since: Option<Instant> = None;
-            while !stop.load(Ordering::Relaxed) {
-                let Some(buf) = full.pop() else {
-                    let t = *quiet_since.get_or_insert_with(Instant::now);
-                    if t.elapsed() > SILENCE_MAX {
-                        return Err(ProbeError::Silent);
-                    }
-                    std::hint::spin_loop();
-                    continue;
-                };
-                quiet_since = None;
-                let at = (n % LOCAL_FRAMES) * cfg.frame_bytes;
-                local[at..at + cfg.frame_bytes].copy_from_slice(&buf[..cfg.frame_bytes]);
-                n += 1;
-                // Room for every buffer: the ring never holds more than it was given.
-                let _ = free.push(buf);
-                consumed.fetch_add(1, Ordering::Relaxed);
-            }
-            Ok(())
-        })
-    };
-    let producer = {
-        let (free, full, consumed, stop) = (
-            Arc::clone(&free),
-            Arc::clone(&full),
-            Arc::clone(&consumed),
-            Arc::clone(&stop),
-        );
-        thread::spawn(move || -> Result<Vec<f64>, ProbeError> {
-            let done = produce(a, &cfg, &free, &full, &consumed);
-            stop.store(true, Ordering::Relaxed);
-            done
-        })
-    };
+    let theirs = Arc::clone(&ring);
+    let consumer = thread::spawn(move || consume(b, &cfg, &theirs));
+    let ours = Arc::clone(&ring);
+    let producer = thread::spawn(move || {
+        let done = produce(a, &cfg, &ours);
+        ours.stop.store(true, Ordering::Relaxed);
+        done
+    });
     let produced = producer.join().unwrap_or(Err(ProbeError::Silent));
-    stop.store(true, Ordering::Relaxed);
+    ring.stop.store(true, Ordering::Relaxed);
     let drained = consumer.join().unwrap_or(Err(ProbeError::Silent));
     let rounds = produced?;
     drained?;
     Ok(rounds)
 }
 
+/// The ring both sides share: free buffers, full ones, the consumer's count and the stop.
+struct Ring {
+    free: ArrayQueue<Box<[u8]>>,
+    full: ArrayQueue<Box<[u8]>>,
+    consumed: AtomicU64,
+    stop: AtomicBool,
+}
+
+/// A buffer from `q`, or `None` while it is empty (the caller tries again); an error
+/// once it has been empty for [`SILENCE_MAX`] since the last buffer (`quiet_since`).
+fn take(
+    q: &ArrayQueue<Box<[u8]>>,
+    quiet_since: &mut Option<Instant>,
+) -> Result<Option<Box<[u8]>>, ProbeError> {
+    match q.pop() {
+        Some(buf) => {
+            *quiet_since = None;
+            Ok(Some(buf))
+        }
+        None => {
+            if quiet_since.get_or_insert_with(Instant::now).elapsed() > SILENCE_MAX {
+                return Err(ProbeError::Silent);
+            }
+            std::hint::spin_loop();
+            Ok(None)
+        }
+    }
+}
+
+/// The consumer: copies each full buffer out into its own frames and frees it, until
+/// the stop.
+fn consume(cpu: usize, cfg: &RingConfig, ring: &Ring) -> Result<(), ProbeError> {
+    pin(cpu)?;
+    let frame = cfg.frame_bytes;
+    let mut local = vec![0u8; LOCAL_FRAMES * frame];
+    let mut n = 0usize;
+    let mut quiet_since = None;
+    while !ring.stop.load(Ordering::Relaxed) {
+        let Some(buf) = take(&ring.full, &mut quiet_since)? else {
+            continue;
+        };
+        let at = (n % LOCAL_FRAMES) * frame;
+        local[at..at + frame].copy_from_slice(&buf[..frame]);
+        n += 1;
+        // Room for every buffer: the ring never holds more than it was given.
+        let _ = ring.free.push(buf);
+        ring.consumed.fetch_add(1, Ordering::Relaxed);
+    }
+    Ok(())
+}
+
 /// The producer's rounds: fills free buffers from its own frames, hands them over, and
 /// reads the consumer's count at each round's end.
-fn produce(
-    cpu: usize,
-    cfg: &RingConfig,
-    free: &ArrayQueue<Box<[u8]>>,
-    full: &ArrayQueue<Box<[u8]>>,
-    consumed: &AtomicU64,
-) -> Result<Vec<f64>, ProbeError> {
+fn produce(cpu: usize, cfg: &RingConfig, ring: &Ring) -> Result<Vec<f64>, ProbeError> {
     pin(cpu)?;
     let frame = cfg.frame_bytes;
     let local: Vec<u8> = (0..LOCAL_FRAMES * frame).map(|i| i as u8).collect();
     let mut out = Vec::with_capacity(cfg.probe.rounds as usize);
     let mut n = 0usize;
-    let mut quiet_since: Option<Instant> = None;
+    let mut quiet_since = None;
     for _ in 0..cfg.probe.rounds {
         let start = Instant::now();
-        let first = consumed.load(Ordering::Relaxed);
+        let first = ring.consumed.load(Ordering::Relaxed);
         while start.elapsed() < cfg.probe.round {
             for _ in 0..EXCHANGES_PER_CHECK {
-                let Some(mut buf) = free.pop() else {
-                    let t = *quiet_since.get_or_insert_with(Instant::now);
-                    if t.elapsed() > SILENCE_MAX {
-                        return Err(ProbeError::Silent);
-                    }
-                    std::hint::spin_loop();
+                let Some(mut buf) = take(&ring.free, &mut quiet_since)? else {
                     continue;
                 };
-                quiet_since = None;
                 let at = (n % LOCAL_FRAMES) * frame;
                 buf[..frame].copy_from_slice(&local[at..at + frame]);
                 n += 1;
-                let _ = full.push(buf);
+                let _ = ring.full.push(buf);
             }
         }
-        let frames = consumed.load(Ordering::Relaxed) - first;
+        let frames = ring.consumed.load(Ordering::Relaxed) - first;
         let secs = start.elapsed().as_secs_f64();
         out.push(frames as f64 * frame as f64 * 8.0 / secs / 1e9);
     }
