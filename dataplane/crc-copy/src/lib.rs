@@ -1,0 +1,222 @@
+//! A copy that computes the CRC32c (Castagnoli, the MPA CRC of RFC 5044) of the bytes it
+//! copies in the same pass.
+//!
+//! Why: the engine gathers every outbound FPDU's payload from registered memory into the
+//! frame and then computed the FPDU's CRC over the frame: two passes over every payload
+//! byte. On a core that moves the data of both ends (the shared-memory loopback) each pass
+//! over the payload cost about the same, 11-13 % of the core at 1 MiB (docs/BENCHMARKS.md);
+//! folding the CRC into the copy takes the CRC's pass away on transmit. Neither
+//! `crc32c` nor `crc-fast` copies, hence this module.
+//!
+//! How: on x86-64 CPUs with AVX-512 (F, VL) and VPCLMULQDQ, each 64-byte block is loaded
+//! once, stored to the destination and folded into four 512-bit accumulators with
+//! carry-less multiplication (the folding of Intel's "Fast CRC Computation for Generic
+//! Polynomials Using PCLMULQDQ"); the accumulators are folded into 128 bits and finished
+//! with the SSE 4.2 `crc32` instruction, which also takes the tail. Elsewhere, and below
+//! [`WIDE_MIN_LEN`] bytes, a plain copy followed by the `crc32c` crate. The folding
+//! constants are `x^n mod P` computed at compile time ([`xpow`]), not tables.
+//!
+//! Checked: against the `crc32c` crate at every length from 0 to 2,048 and at random
+//! lengths up to 66,000 with random alignments and initial CRCs, through the dispatch and
+//! through each path directly (the wide one when the CPU has it).
+//!
+//! `unsafe` is confined to [`wide`]: the SIMD intrinsics (each block with its `SAFETY:`
+//! comment) and the raw source of [`copy_crc32c_from_raw`] (shared memory that another
+//! process may write: read through a pointer, never a reference).
+
+#[cfg(target_arch = "x86_64")]
+mod wide;
+
+/// Shortest copy the wide path takes (four 64-byte blocks); shorter ones copy, then CRC.
+pub const WIDE_MIN_LEN: usize = 256;
+
+/// The CRC32c polynomial, bit-reflected.
+const P_REFLECTED: u32 = 0x82F6_3B78;
+
+/// `x^n mod P` in the bit-reflected form the CRC uses (`x^0` is `0x8000_0000`).
+pub const fn xpow(n: u32) -> u32 {
+    let mut v: u32 = 0x8000_0000;
+    let mut i = 0;
+    while i < n {
+        v = if v & 1 != 0 {
+            (v >> 1) ^ P_REFLECTED
+        } else {
+            v >> 1
+        };
+        i += 1;
+    }
+    v
+}
+
+/// True when this CPU runs the wide path (AVX-512 F and VL, VPCLMULQDQ, PCLMULQDQ,
+/// SSE 4.2). `std` caches the CPU's answer.
+pub fn has_wide() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("vpclmulqdq")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("sse4.2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Copies `n = min(dst.len(), src.len())` bytes of `src` into `dst` and returns the
+/// CRC32c of those bytes continued from `crc` (`crc32c_append` semantics: pass 0 to
+/// start, or the CRC of what came before).
+pub fn copy_crc32c(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
+    let n = dst.len().min(src.len());
+    let (dst, src) = (&mut dst[..n], &src[..n]);
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_wide() {
+        // SAFETY: `src` is valid for `n` bytes of reads, `dst` for `n` bytes of writes
+        // (slices of that length), a `&mut` cannot overlap a `&`, and the CPU has the
+        // features `copy_crc` needs (checked just above).
+        return unsafe { wide::copy_crc(dst.as_mut_ptr(), src.as_ptr(), n, crc) };
+    }
+    copy_then_crc(dst, src, crc)
+}
+
+/// As [`copy_crc32c`], from `src`, `dst.len()` bytes of memory that another process may
+/// write meanwhile (a client's registered memory). The CRC is that of the bytes written
+/// to `dst`, whatever `src` held before or after.
+///
+/// # Safety
+///
+/// `src` must be valid for reads of `dst.len()` bytes for the whole call and must not
+/// overlap `dst`.
+pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> u32 {
+    let n = dst.len();
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_wide() {
+        // SAFETY: the caller guarantees `src` for `n` bytes of reads and no overlap;
+        // `dst` is a slice of `n` bytes; the CPU has the features (checked above). The
+        // kernel computes the CRC from the registers it stores, so it covers `dst`.
+        return unsafe { wide::copy_crc(dst.as_mut_ptr(), src, n, crc) };
+    }
+    // SAFETY: as above; a byte copy through raw pointers reads what `src` holds at each
+    // moment (no reference to shared memory is formed).
+    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n) };
+    crc32c::crc32c_append(crc, dst)
+}
+
+/// CRC32c of `data` continued from `crc` (the `crc32c` crate): for bytes that are not
+/// copied.
+pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc, data)
+}
+
+/// The portable path: copy, then the `crc32c` crate over the copy.
+fn copy_then_crc(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
+    dst.copy_from_slice(src);
+    crc32c::crc32c_append(crc, dst)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    /// A path: copies its second argument into its first, returns the CRC.
+    type Path = fn(&mut [u8], &[u8], u32) -> u32;
+
+    /// Every path this CPU can run, by name.
+    fn paths() -> Vec<(&'static str, Path)> {
+        let mut v: Vec<(&'static str, Path)> = vec![
+            ("dispatch", copy_crc32c),
+            ("portable", copy_then_crc),
+            ("raw", |d, s, c| {
+                // SAFETY: `s` is a live slice of at least `d.len()` bytes (the callers
+                // pass equal lengths) that does not overlap `d`.
+                unsafe { copy_crc32c_from_raw(d, s.as_ptr(), c) }
+            }),
+        ];
+        #[cfg(target_arch = "x86_64")]
+        if has_wide() {
+            v.push(("wide", |d, s, c| {
+                // SAFETY: equal lengths (the callers), disjoint slices, features checked.
+                unsafe { wide::copy_crc(d.as_mut_ptr(), s.as_ptr(), d.len(), c) }
+            }));
+        }
+        v
+    }
+
+    fn check(src: &[u8], dst: &mut [u8], init: u32) {
+        let want = crc32c::crc32c_append(init, src);
+        for (name, f) in paths() {
+            dst.fill(0x5a);
+            let got = f(dst, src, init);
+            assert_eq!(got, want, "{name}: len {} init {init:#x}", src.len());
+            assert_eq!(dst, src, "{name}: len {} copied wrong", src.len());
+        }
+    }
+
+    #[test]
+    fn every_length_to_2048_from_zero_and_a_running_crc() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+        let src: Vec<u8> = (0..2048).map(|_| rng.gen()).collect();
+        let mut dst = vec![0u8; 2048];
+        for len in 0..=2048 {
+            let init = if len % 2 == 0 { 0 } else { rng.gen() };
+            check(&src[..len], &mut dst[..len], init);
+        }
+    }
+
+    #[test]
+    fn random_lengths_alignments_and_initial_crcs() {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(2);
+        let src: Vec<u8> = (0..70_000).map(|_| rng.gen()).collect();
+        let mut dst = vec![0u8; 70_000];
+        for _ in 0..2_000 {
+            let len = rng.gen_range(0..66_000);
+            let (s, d) = (rng.gen_range(0..64), rng.gen_range(0..64));
+            check(&src[s..s + len], &mut dst[d..d + len], rng.gen());
+        }
+    }
+
+    #[test]
+    fn continues_like_one_crc_over_the_concatenation() {
+        let src: Vec<u8> = (0..20_000u32).map(|i| (i * 7 + 3) as u8).collect();
+        let mut dst = vec![0u8; 20_000];
+        for cut in [0, 1, 255, 256, 1000, 9000, 19_999, 20_000] {
+            let a = copy_crc32c(&mut dst[..cut], &src[..cut], 0);
+            let b = copy_crc32c(&mut dst[cut..], &src[cut..], a);
+            assert_eq!(b, crc32c::crc32c(&src), "cut {cut}");
+            assert_eq!(dst, src);
+        }
+    }
+
+    #[test]
+    fn unequal_lengths_copy_the_shorter() {
+        let src = [7u8; 300];
+        let mut dst = [0u8; 500];
+        assert_eq!(copy_crc32c(&mut dst, &src, 0), crc32c::crc32c(&src));
+        assert_eq!(&dst[..300], &src[..]);
+        assert!(dst[300..].iter().all(|&b| b == 0));
+        let mut short = [0u8; 10];
+        assert_eq!(copy_crc32c(&mut short, &src, 0), crc32c::crc32c(&src[..10]));
+    }
+
+    #[test]
+    fn known_answer() {
+        // RFC 3720 appendix B.4: 32 bytes of zeros.
+        let mut dst = [1u8; 32];
+        assert_eq!(copy_crc32c(&mut dst, &[0u8; 32], 0), 0x8a91_36aa);
+        // And 4 KiB through the wide path.
+        let src = vec![0u8; 4096];
+        let mut out = vec![1u8; 4096];
+        assert_eq!(copy_crc32c(&mut out, &src, 0), crc32c::crc32c(&src));
+    }
+
+    #[test]
+    fn folding_constants_are_powers_of_x() {
+        assert_eq!(xpow(0), 0x8000_0000);
+        assert_eq!(xpow(1), 0x4000_0000);
+        // x^32 mod P is P's low terms: the reflected polynomial itself.
+        assert_eq!(xpow(32), P_REFLECTED);
+    }
+}
