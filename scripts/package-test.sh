@@ -112,7 +112,7 @@ check "nothing left after purge" left
 # before a change to iwarp-types would verify iwarp-verbs against the old iwarp-types.
 client_crates() {
   rm -rf target/package-verify "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/iwarp-*
-  cargo package -q --allow-dirty --target-dir target/package-verify -p iwarp-types \
+  cargo package -q --allow-dirty --target-dir target/package-verify -p iwarp-crc-copy -p iwarp-types \
     -p iwarp-shm-ring -p iwarp-shm-socket -p iwarp-shm-mem -p iwarp-verbs
 }
 check "cargo package of the client crates" client_crates

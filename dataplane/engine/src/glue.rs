@@ -27,6 +27,11 @@ impl UlpduSource<TxUlpdu> for QpSource<'_> {
             None => out.fill(0),
         }
     }
+
+    fn fill_ulpdu_crc32c(&mut self, desc: &TxUlpdu, out: &mut [u8], crc: u32) -> Option<u32> {
+        let qp = self.qp?;
+        Some(self.rnic.fill_ulpdu_crc32c(qp, desc, self.mem, out, crc))
+    }
 }
 
 /// Receive side: MPA hands over CRC-checked ULPDUs; the QP validates and places them.

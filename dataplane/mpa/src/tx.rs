@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 
 use iwarp_wire::marker::{MarkerLayout, MARKER_INTERVAL, MARKER_LEN};
 use iwarp_wire::mpa::{
-    crc32c, crc_to_wire, fpdu_len, Fpdu, CRC_LEN, FRAME_MAX_LEN, ULPDU_LENGTH_LEN,
+    crc32c, crc32c_append, crc_to_wire, fpdu_len, Fpdu, CRC_LEN, FRAME_MAX_LEN, ULPDU_LENGTH_LEN,
 };
 
 /// Produces the bytes of a queued ULPDU (DDP/RDMAP header + payload), reading payload
@@ -27,6 +27,15 @@ use iwarp_wire::mpa::{
 pub trait UlpduSource<D> {
     /// Writes the ULPDU of `desc`; `out.len()` is the `ulpdu_len` it was pushed with.
     fn fill_ulpdu(&mut self, desc: &D, out: &mut [u8]);
+
+    /// As [`UlpduSource::fill_ulpdu`], and returns the CRC32c of `out` continued from
+    /// `crc` when the source computes it while writing (one pass over the payload instead
+    /// of a copy and a CRC); `None` leaves the CRC to the caller, as this default does.
+    fn fill_ulpdu_crc32c(&mut self, desc: &D, out: &mut [u8], crc: u32) -> Option<u32> {
+        let _ = crc;
+        self.fill_ulpdu(desc, out);
+        None
+    }
 }
 
 /// Why `push_ulpdu` refused a ULPDU; the descriptor is handed back.
@@ -406,11 +415,24 @@ fn render<D, S: crate::UlpduSource<D>>(
     let content = fpdu_len(ulen);
     let wl = out.len();
     let off = wl - content;
-    {
-        let c = &mut out[off..];
-        c[..ULPDU_LENGTH_LEN].copy_from_slice(&e.ulpdu_len.to_be_bytes());
-        src.fill_ulpdu(&e.desc, &mut c[ULPDU_LENGTH_LEN..ULPDU_LENGTH_LEN + ulen]);
+    let c = &mut out[off..];
+    c[..ULPDU_LENGTH_LEN].copy_from_slice(&e.ulpdu_len.to_be_bytes());
+    if crc && markers.is_none() {
+        // The CRC runs along: ULPDU_Length, the ULPDU as the source writes it (its
+        // payload CRC'd while copied, when it can), then the pad.
+        let head = crc32c(&c[..ULPDU_LENGTH_LEN]);
+        let (fpdu, crc_field) = c.split_at_mut(content - CRC_LEN);
+        let (ulpdu, pad) = fpdu[ULPDU_LENGTH_LEN..].split_at_mut(ulen);
+        let run = src.fill_ulpdu_crc32c(&e.desc, ulpdu, head);
+        pad.fill(0);
+        let v = match run {
+            Some(v) => crc32c_append(v, pad),
+            None => crc32c(fpdu),
+        };
+        crc_field.copy_from_slice(&crc_to_wire(v));
+        return;
     }
+    src.fill_ulpdu(&e.desc, &mut c[ULPDU_LENGTH_LEN..ULPDU_LENGTH_LEN + ulen]);
     match markers {
         None => Fpdu::new_unchecked(out).finish(crc),
         Some(l) => {
@@ -440,6 +462,64 @@ mod tests {
             q.push(i as u32, l).unwrap();
         }
         q
+    }
+
+    /// ULPDU `d` is `d` bytes of a pattern; with `fused`, the source returns the CRC it
+    /// computed while writing (as the RDMA layer does), else leaves it to `render`.
+    struct Pattern {
+        fused: bool,
+    }
+
+    impl crate::UlpduSource<u32> for Pattern {
+        fn fill_ulpdu(&mut self, d: &u32, out: &mut [u8]) {
+            for (i, b) in out.iter_mut().enumerate() {
+                *b = (i as u32 * 7 + d) as u8;
+            }
+        }
+
+        fn fill_ulpdu_crc32c(&mut self, d: &u32, out: &mut [u8], crc: u32) -> Option<u32> {
+            self.fill_ulpdu(d, out);
+            self.fused.then(|| crc32c_append(crc, out))
+        }
+    }
+
+    #[test]
+    fn a_crc_from_the_source_renders_the_same_fpdus() {
+        let lens = [
+            1usize, 2, 3, 4, 5, 6, 7, 8, 100, 255, 256, 257, 1001, 1021, 1024,
+        ];
+        let mut q = queue(&lens);
+        let end = q.queued_end();
+        let mut plain = vec![0u8; end as usize];
+        let mut fused = vec![0u8; end as usize];
+        q.fill(0, &mut plain, &mut Pattern { fused: false }, None);
+        q.fill(0, &mut fused, &mut Pattern { fused: true }, None);
+        assert_eq!(plain, fused);
+        // Every FPDU after the 10-octet frame carries a CRC that verifies.
+        let mut at = 10;
+        for &l in &lens {
+            let n = fpdu_len(l);
+            let f = Fpdu::new_unchecked(&fused[at..at + n]);
+            assert!(f.verify_crc(), "FPDU of ULPDU length {l}");
+            at += n;
+        }
+        // And in pieces (TCP asking for parts of FPDUs: rendered in scratch).
+        let mut pieces = vec![0u8; end as usize];
+        let mut pos = 0u64;
+        for step in [7u64, 100, 1, 3000, 13].iter().cycle() {
+            if pos >= end {
+                break;
+            }
+            let n = (*step).min(end - pos) as usize;
+            q.fill(
+                pos,
+                &mut pieces[pos as usize..pos as usize + n],
+                &mut Pattern { fused: true },
+                None,
+            );
+            pos += n as u64;
+        }
+        assert_eq!(pieces, plain);
     }
 
     /// The answer of a plain binary search, for comparison.

@@ -257,6 +257,27 @@ impl Rnic {
         }
     }
 
+    /// As [`Rnic::fill_ulpdu`], and returns the CRC32c of `out` continued from `crc` (the
+    /// MPA CRC so far: ULPDU_Length): for Send, Write and Read Response segments it is
+    /// computed while the payload is copied out of registered memory, one pass instead of
+    /// a copy and a CRC.
+    pub fn fill_ulpdu_crc32c(
+        &mut self,
+        qp: QpId,
+        d: &TxUlpdu,
+        mem: &dyn Memory,
+        out: &mut [u8],
+        crc: u32,
+    ) -> u32 {
+        match self.with_qp(qp, Some(mem), |q, ctx| q.fill_crc32c(ctx, d, mem, out, crc)) {
+            Ok(v) => v,
+            Err(_) => {
+                out.fill(0);
+                iwarp_wire::crc::crc32c_append(crc, out)
+            }
+        }
+    }
+
     /// TCP acknowledged the FPDU of `d` (called in order): the last segment of a Send or
     /// Write completes its WR.
     pub fn qp_ulpdu_acked(&mut self, qp: QpId, d: &TxUlpdu) {

@@ -27,6 +27,21 @@ pub trait Memory {
 
     /// Copies `data` into `region` at `offset`.
     fn write(&mut self, region: RegionId, offset: u64, data: &[u8]) -> Result<(), MemoryFault>;
+
+    /// Copies as [`Memory::read`] and returns the CRC32c of the bytes copied into `out`,
+    /// continued from `crc` (0 to start): the MPA CRC of an outbound payload gathered in
+    /// the same pass. Implementations copy and CRC in one pass where they can; this
+    /// default reads, then computes the CRC over `out`.
+    fn read_crc32c(
+        &self,
+        region: RegionId,
+        offset: u64,
+        out: &mut [u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.read(region, offset, out)?;
+        Ok(iwarp_crc_copy::crc32c_append(crc, out))
+    }
 }
 
 /// Arenas held in `Vec<u8>`s: the memory of simulations, tests and benchmarks.
@@ -83,6 +98,21 @@ impl Memory for VecMemory {
         self.arenas[region.0 as usize][s..e].copy_from_slice(data);
         Ok(())
     }
+
+    fn read_crc32c(
+        &self,
+        region: RegionId,
+        offset: u64,
+        out: &mut [u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        let (s, e) = self.range(region, offset, out.len()).ok_or(MemoryFault)?;
+        Ok(iwarp_crc_copy::copy_crc32c(
+            out,
+            &self.arenas[region.0 as usize][s..e],
+            crc,
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -101,5 +131,26 @@ mod tests {
         assert_eq!(m.write(r, u64::MAX, &[0; 3]), Err(MemoryFault));
         assert_eq!(m.read(RegionId(9), 0, &mut out), Err(MemoryFault));
         assert_eq!(m.region_len(r), Some(16));
+    }
+
+    #[test]
+    fn read_crc32c_copies_and_continues_the_crc() {
+        let mut m = VecMemory::new();
+        let r = m.add_arena(5000);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 13 + 1) as u8).collect();
+        m.write(r, 0, &data).unwrap();
+        for (off, len) in [(0, 0), (3, 100), (7, 4000), (0, 5000)] {
+            let mut out = vec![0u8; len];
+            let head = iwarp_crc_copy::crc32c_append(0, b"header");
+            let c = m.read_crc32c(r, off as u64, &mut out, head).unwrap();
+            assert_eq!(out, data[off..off + len]);
+            assert_eq!(
+                c,
+                iwarp_crc_copy::crc32c_append(head, &data[off..off + len])
+            );
+        }
+        let mut out = [0u8; 8];
+        assert_eq!(m.read_crc32c(r, 4995, &mut out, 0), Err(MemoryFault));
+        assert_eq!(m.read_crc32c(RegionId(3), 0, &mut out, 0), Err(MemoryFault));
     }
 }

@@ -61,6 +61,11 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
         // The common case (an FPDU's first piece): no digest set-up.
         return crc_fast::crc32_iscsi(data);
     }
+    if data.len() <= CRC_FAST_MAX_LEN {
+        // A short piece after others (headers, pad around a payload CRC'd while copied):
+        // the CRC instruction, without a digest's set-up.
+        return crc32c::crc32c_append(crc, data);
+    }
     // CRC-32/ISCSI is reflected with init and xorout 0xffffffff: the running state is
     // the complement of the CRC so far.
     let mut d =

@@ -219,6 +219,17 @@ impl SharedMapping {
         Ok(())
     }
 
+    /// As [`SharedMapping::read`], and returns the CRC32c of the bytes copied into `out`
+    /// continued from `crc`, computed in the same pass (`iwarp_crc_copy`). The CRC is that
+    /// of `out`, whatever the peer writes meanwhile.
+    pub fn read_crc32c(&self, offset: u64, out: &mut [u8], crc: u32) -> Result<u32, MemoryFault> {
+        let start = self.range(offset, out.len())?;
+        // SAFETY: as in `read`: `start..start+out.len()` is inside the mapping, which
+        // lives as long as `self`, and `out` is private memory; the source is read
+        // through a pointer only.
+        Ok(unsafe { iwarp_crc_copy::copy_crc32c_from_raw(out, self.as_ptr().add(start), crc) })
+    }
+
     /// Copies `data` to `offset`; [`MemoryFault`] (and no copy) if the range is not inside
     /// `len()`. Races with the peer as [`SharedMapping::read`].
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {

@@ -67,6 +67,18 @@ impl Memory for ShmMemory {
             .with(self.reader, region, |m| m.write(offset, data))
             .unwrap_or(Err(MemoryFault))
     }
+
+    fn read_crc32c(
+        &self,
+        region: RegionId,
+        offset: u64,
+        out: &mut [u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.table
+            .with(self.reader, region, |m| m.read_crc32c(offset, out, crc))
+            .unwrap_or(Err(MemoryFault))
+    }
 }
 
 #[cfg(test)]
@@ -88,6 +100,20 @@ mod tests {
         assert_eq!(m.read(RegionId(0), u64::MAX, &mut out), Err(MemoryFault));
         assert_eq!(m.read(RegionId(7), 0, &mut out), Err(MemoryFault));
         assert_eq!(m.write(RegionId(u32::MAX), 0, &out), Err(MemoryFault));
+        // The CRC-computing read: same bytes, same faults, the CRC of what it copied.
+        let big: Vec<u8> = (0..4096u32).map(|i| (i * 31 + 7) as u8).collect();
+        m.write(RegionId(0), 0, &big).unwrap();
+        let mut copy = vec![0u8; 4000];
+        let c = m
+            .read_crc32c(RegionId(0), 96, &mut copy, 0x1234_5678)
+            .unwrap();
+        assert_eq!(copy, big[96..]);
+        assert_eq!(c, iwarp_crc_copy::crc32c_append(0x1234_5678, &big[96..]));
+        assert_eq!(
+            m.read_crc32c(RegionId(1), 98, &mut out, 0),
+            Err(MemoryFault)
+        );
+        assert_eq!(m.read_crc32c(RegionId(7), 0, &mut out, 0), Err(MemoryFault));
         assert!(ShmMemory::with_heap_arenas(&[0]).is_err());
     }
 

@@ -3,6 +3,7 @@
 //! section 4). Called for first transmissions and retransmissions alike.
 
 use iwarp_types::{Memory, SendOp, Stag};
+use iwarp_wire::crc::crc32c_append;
 use iwarp_wire::ddp::{Model, Repr};
 use iwarp_wire::rdmap::{Opcode, ReadRequest, ReadRequestRepr};
 
@@ -21,21 +22,55 @@ impl Qp {
         mem: &dyn Memory,
         out: &mut [u8],
     ) {
+        self.fill_with(ctx, d, mem, out, None);
+    }
+
+    /// As [`Qp::fill`], and returns the CRC32c of `out` continued from `crc`: computed
+    /// while the payload is gathered (one pass over it) for Send, Write and Read Response
+    /// segments, over `out` afterwards for the rest and for zero-filled segments.
+    pub(crate) fn fill_crc32c(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        d: &TxUlpdu,
+        mem: &dyn Memory,
+        out: &mut [u8],
+        crc: u32,
+    ) -> u32 {
+        let mut run = crc;
+        if self.fill_with(ctx, d, mem, out, Some(&mut run)) {
+            run
+        } else {
+            crc32c_append(crc, out)
+        }
+    }
+
+    /// [`Qp::fill`]; with `crc`, true when `*crc` now covers all of `out` (continued from
+    /// its value), false when the caller must compute it.
+    fn fill_with(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        d: &TxUlpdu,
+        mem: &dyn Memory,
+        out: &mut [u8],
+        crc: Option<&mut u32>,
+    ) -> bool {
         if out.len() != self.tx_len(d) {
             out.fill(0);
             self.counters.stale_fills += 1;
-            return;
+            return false;
         }
         if let TxWhat::Sq { seq } = d.what {
             // The common case, in one lookup: a Send/Write segment whose sources were
             // resolved at the STag table's current epoch (so still valid).
             if let Some(e) = self.sq.get(seq) {
                 if e.locs_epoch == Some(ctx.mem.epoch()) {
-                    if !fill_sq(e, d, mem, out) {
+                    let fused = crc.is_some();
+                    if !fill_sq(e, d, mem, out, crc) {
                         out.fill(0);
                         self.counters.stale_fills += 1;
+                        return false;
                     }
-                    return;
+                    return fused;
                 }
             }
         }
@@ -43,10 +78,14 @@ impl Qp {
             // Zeros carry DDP version 0: the peer rejects the segment, places nothing.
             out.fill(0);
             self.counters.stale_fills += 1;
-            return;
+            return false;
         }
+        let fused = crc.is_some() && matches!(d.what, TxWhat::Sq { .. } | TxWhat::ReadResp { .. });
         let ok = match d.what {
-            TxWhat::Sq { seq } => self.sq.get(seq).is_some_and(|e| fill_sq(e, d, mem, out)),
+            TxWhat::Sq { seq } => self
+                .sq
+                .get(seq)
+                .is_some_and(|e| fill_sq(e, d, mem, out, crc)),
             TxWhat::ReadReq {
                 sink_stag,
                 sink_to,
@@ -75,7 +114,8 @@ impl Qp {
                 );
                 let n = h.emit_bytes(out);
                 let at = loc.offset.wrapping_add(d.offset as u64);
-                mem.read(loc.region, at, &mut out[n..]).is_ok()
+                let (head, payload) = out.split_at_mut(n);
+                gather(mem, loc.region, at, payload, crc, head)
             }
             TxWhat::Terminate => match &self.term_tx {
                 Some(t) => {
@@ -96,13 +136,45 @@ impl Qp {
         if !ok {
             out.fill(0);
             self.counters.stale_fills += 1;
+            return false;
         }
+        fused
+    }
+}
+
+/// Copies `out.len()` bytes of `region` at `offset` into `out`; with `crc`, first
+/// continues it over `head` (the segment's headers, already written), then over the
+/// payload while copying it. False on a memory fault.
+fn gather(
+    mem: &dyn Memory,
+    region: iwarp_types::RegionId,
+    offset: u64,
+    out: &mut [u8],
+    crc: Option<&mut u32>,
+    head: &[u8],
+) -> bool {
+    match crc {
+        Some(c) => match mem.read_crc32c(region, offset, out, crc32c_append(*c, head)) {
+            Ok(v) => {
+                *c = v;
+                true
+            }
+            Err(_) => false,
+        },
+        None => mem.read(region, offset, out).is_ok(),
     }
 }
 
 /// Writes segment `d` of SQ WQE `e` (headers and payload gathered from its resolved SGL)
-/// into `out`; false on a memory fault.
-fn fill_sq(e: &SqEntry, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) -> bool {
+/// into `out`; false on a memory fault. With `crc`, continues it over all of `out`, the
+/// payload's share while it is copied.
+fn fill_sq(
+    e: &SqEntry,
+    d: &TxUlpdu,
+    mem: &dyn Memory,
+    out: &mut [u8],
+    mut crc: Option<&mut u32>,
+) -> bool {
     let n = match e.wr.op {
         SendOp::Write { remote_to, rkey } => tagged(
             Opcode::Write,
@@ -129,7 +201,7 @@ fn fill_sq(e: &SqEntry, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) -> bool {
     };
     // Gather the payload from the resolved SGL, starting at message offset d.offset.
     let mut skip = d.offset as u64;
-    let mut dst = &mut out[n..];
+    let (mut head, mut dst) = out.split_at_mut(n);
     for (sge, loc) in e.wr.sgl.as_slice().iter().zip(e.locs.iter()) {
         if dst.is_empty() {
             break;
@@ -141,14 +213,20 @@ fn fill_sq(e: &SqEntry, d: &TxUlpdu, mem: &dyn Memory, out: &mut [u8]) -> bool {
         }
         let take = ((sge_len - skip) as usize).min(dst.len());
         let (now, rest) = dst.split_at_mut(take);
-        if mem
-            .read(loc.region, loc.offset.wrapping_add(skip), now)
-            .is_err()
-        {
+        let at = loc.offset.wrapping_add(skip);
+        if !gather(mem, loc.region, at, now, crc.as_deref_mut(), head) {
             return false;
         }
+        // The headers went into the CRC with the first piece.
+        head = &mut [];
         skip = 0;
         dst = rest;
+    }
+    if dst.is_empty() && !head.is_empty() {
+        // No payload (a zero-length Send or Write): the CRC covers the headers alone.
+        if let Some(c) = crc {
+            *c = crc32c_append(*c, head);
+        }
     }
     dst.is_empty()
 }

@@ -273,6 +273,16 @@ impl Pair {
         let mut again = vec![0xa5u8; len];
         src.rnic.fill_ulpdu(src.qp, &d, &src.mem, &mut again);
         assert_eq!(buf, again);
+        // The CRC-computing fill (the engine's, when MPA CRC is on) gives the same bytes
+        // and their CRC32c, continued from what came before.
+        for head in [0u32, 0x1d2e_3f40] {
+            let mut with_crc = vec![0x5au8; len];
+            let c = src
+                .rnic
+                .fill_ulpdu_crc32c(src.qp, &d, &src.mem, &mut with_crc, head);
+            assert_eq!(with_crc, buf);
+            assert_eq!(c, iwarp_wire::crc::crc32c_append(head, &buf));
+        }
         if let Err(code) = dst.rnic.qp_on_ulpdu(dst.qp, &buf, &mut dst.mem) {
             self.errors.push((to_b, code));
         }
