@@ -8,11 +8,13 @@
 //!
 //! Each target asserts invariants beyond "no panic" where it can: parse → emit → parse gives
 //! the same repr, a view that said "ok" has in-bounds accessors, a connection fed garbage
-//! keeps its bounds and answers with a defined error.
+//! keeps its bounds and answers with a defined error, the one-pass copy + CRC equals a copy
+//! and the reference CRC.
 #![forbid(unsafe_code)]
 
 pub mod arena;
 mod control_requests;
+mod crc_copy;
 pub mod cursor;
 mod engine_rx;
 mod mpa_stream;
@@ -23,6 +25,7 @@ mod tcp_segment;
 mod wire_parsers;
 
 pub use control_requests::control_requests;
+pub use crc_copy::crc_copy;
 pub use engine_rx::engine_rx;
 pub use mpa_stream::mpa_stream;
 pub use rdma_rx::rdma_rx;
@@ -68,6 +71,10 @@ pub const TARGETS: &[Target] = &[
     Target {
         name: "control_requests",
         run: control_requests,
+    },
+    Target {
+        name: "crc_copy",
+        run: crc_copy,
     },
 ];
 

@@ -105,6 +105,11 @@ fn replay_control_requests() {
     replay("control_requests");
 }
 
+#[test]
+fn replay_crc_copy() {
+    replay("crc_copy");
+}
+
 /// The seeds the generator makes from the captures and literals are all checked in, as
 /// generated (re-run `cargo run -p iwarp-fuzz-targets --example write_seeds` otherwise).
 #[test]
