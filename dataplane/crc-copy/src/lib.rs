@@ -20,7 +20,7 @@
 //! lengths up to 66,000 with random alignments and initial CRCs, through the dispatch and
 //! through each path directly (the wide one when the CPU has it).
 //!
-//! `unsafe` is confined to [`wide`]: the SIMD intrinsics (each block with its `SAFETY:`
+//! `unsafe` is confined to `wide.rs`: the SIMD intrinsics (each block with its `SAFETY:`
 //! comment) and the raw source of [`copy_crc32c_from_raw`] (shared memory that another
 //! process may write: read through a pointer, never a reference).
 
