@@ -17,8 +17,10 @@
 //! runs 1.7x the `crc32c` crate at 1448 octets and 2-3x from 8948 octets up (issue 13).
 //! Elsewhere `crc-fast` (a dedicated path for short buffers) up to [`CRC_FAST_MAX_LEN`]
 //! octets and the `crc32c` crate (SSE 4.2 / ARMv8 CRC instruction, 3-way interleaved)
-//! above, where it beats `crc-fast`'s 128-bit folding. All compute the same function
-//! (tested).
+//! above, where it beats `crc-fast`'s 128-bit folding. A short piece continuing a CRC
+//! ([`crc32c_append`] of a header or pad after a payload) takes the `crc32c` crate's CRC
+//! instruction, without `crc-fast`'s digest set-up. Payload copied and CRC'd in one pass
+//! (transmit) is `iwarp-crc-copy`'s. All compute the same function (tested).
 
 /// Length of the MPA CRC field.
 pub const MPA_CRC_LEN: usize = 4;
