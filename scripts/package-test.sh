@@ -57,7 +57,14 @@ has() { for f in "$@"; do [ -e "$root/$f" ] || { echo "missing $f"; return 1; };
 check "binaries" has usr/bin/iwarpd usr/bin/iwarpctl usr/bin/iwarp-perf usr/bin/iwarp-run
 check "C library, header, pkg-config" \
   has usr/lib/libiwarp_verbs.so.0 usr/include/iwarp_verbs.h usr/lib/pkgconfig/iwarp-verbs.pc
-soname() { readelf -d "$root/usr/lib/libiwarp_verbs.so.0" | grep -q 'SONAME.*\[libiwarp_verbs.so.0\]'; }
+# Output is captured and then searched (`grep -q P <<< "$out"`), never piped into `grep -q`:
+# under pipefail grep's exit at the first match can give the writer a SIGPIPE and fail the
+# check although the output was right.
+soname() {
+  local out
+  out=$(readelf -d "$root/usr/lib/libiwarp_verbs.so.0") || return 1
+  grep -q 'SONAME.*\[libiwarp_verbs.so.0\]' <<< "$out"
+}
 check "libiwarp_verbs.so.0 has its soname" soname
 check "drop-ins in their own directory" has usr/lib/iwarp/libibverbs.so.1 usr/lib/iwarp/librdmacm.so.1
 not_system() { ! [ -e "$root/usr/lib/libibverbs.so.1" ] && ! [ -e "$root/usr/lib/x86_64-linux-gnu/libibverbs.so.1" ]; }
@@ -66,7 +73,9 @@ check "example configs" has etc/iwarpd/memif-server.toml.example etc/iwarpd/memi
 check "copyright is the licence" grep -q "Apache License" "$root/usr/share/doc/iwarpd/copyright"
 man_ok() {
   for p in iwarpd iwarpctl iwarp-perf iwarpctl-status iwarpd-loadgen; do
-    MANWIDTH=80 man -l "$root/usr/share/man/man1/$p.1.gz" 2>&1 | grep -q "^NAME" || { echo "bad page $p"; return 1; }
+    local out
+    out=$(MANWIDTH=80 man -l "$root/usr/share/man/man1/$p.1.gz" 2>&1) || { echo "bad page $p: $out"; return 1; }
+    grep -q "^NAME" <<< "$out" || { echo "bad page $p"; return 1; }
   done
 }
 check "man pages render" man_ok
@@ -84,13 +93,16 @@ check "systemd-analyze verify iwarpd@.service" verify
 check "iwarpd runs from the root" "$root/usr/bin/iwarpd" --config "$root/etc/iwarpd/memif-server.toml.example" check-config
 check "iwarpctl runs from the root" "$root/usr/bin/iwarpctl" --version
 run_dropin() {
-  IWARP_LIB_DIR=$root/usr/lib/iwarp "$root/usr/bin/iwarp-run" sh -c 'echo "$LD_LIBRARY_PATH"' \
-    | grep -q "^$root/usr/lib/iwarp"
+  local out
+  out=$(IWARP_LIB_DIR=$root/usr/lib/iwarp "$root/usr/bin/iwarp-run" sh -c 'echo "$LD_LIBRARY_PATH"') || return 1
+  grep -q "^$root/usr/lib/iwarp" <<< "$out"
 }
 check "iwarp-run uses the installed drop-ins" run_dropin
 demo() {
-  IWARPD=$root/usr/bin/iwarpd DEMO_CONFIG="$root/etc/iwarpd/%s.toml.example" \
-    bash scripts/demo-memif.sh | tee /dev/stderr | grep -q "demo-memif: 8 passed, 0 failed"
+  local out
+  out=$(IWARPD=$root/usr/bin/iwarpd DEMO_CONFIG="$root/etc/iwarpd/%s.toml.example" \
+    bash scripts/demo-memif.sh | tee /dev/stderr) || return 1
+  grep -q "demo-memif: 8 passed, 0 failed" <<< "$out"
 }
 check "memif demo from the installed paths" demo
 

@@ -34,11 +34,13 @@ net_down() {
 
 # guest_pid G: QEMU's pid if it runs
 guest_pid() {
-    local f=$RUNDIR/$1/qemu.pid pid
+    local f=$RUNDIR/$1/qemu.pid pid cmdline
     [ -f "$f" ] || return 1
     pid=$(tr -dc 0-9 <"$f")
     [ -n "$pid" ] && [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -q -- "-name nicvm-$1 " || return 1
+    # captured, then searched: piping into `grep -q` can SIGPIPE the writer (pipefail)
+    cmdline=$(tr '\0' ' ' <"/proc/$pid/cmdline") || return 1
+    grep -q -- "-name nicvm-$1 " <<< "$cmdline" || return 1
     echo "$pid"
 }
 
