@@ -12,20 +12,35 @@
 //! once, stored to the destination and folded into four 512-bit accumulators with
 //! carry-less multiplication (the folding of Intel's "Fast CRC Computation for Generic
 //! Polynomials Using PCLMULQDQ"); the accumulators are folded into 128 bits and finished
-//! with the SSE 4.2 `crc32` instruction, which also takes the tail. Elsewhere, and below
-//! [`WIDE_MIN_LEN`] bytes, a plain copy followed by the `crc32c` crate. The folding
-//! constants are `x^n mod P` computed at compile time ([`xpow`]), not tables.
+//! with the SSE 4.2 `crc32` instruction, which also takes the tail. On CPUs with AVX2 and
+//! VPCLMULQDQ but no AVX-512 (AMD Zen 3) the same folding with four 256-bit accumulators
+//! (`ymm.rs`), which without its stores is also the CRC of bytes not copied
+//! ([`crc32c_append`]). Elsewhere, and below [`WIDE_MIN_LEN`] bytes, a plain copy followed
+//! by the `crc32c` crate. The folding constants are `x^n mod P` computed at compile time
+//! ([`xpow`]), not tables.
+//!
+//! The crate's plain [`copy`] (and [`copy_from_raw`], [`copy_to_raw`] for shared memory)
+//! is the engine's payload copy: an AVX2 loop instead of glibc's `memcpy`, whose
+//! `rep movsb` runs at 2 GB/s on AMD Zen for some distances between source and
+//! destination (`copy.rs` says when).
 //!
 //! Checked: against the `crc32c` crate at every length from 0 to 2,048 and at random
 //! lengths up to 66,000 with random alignments and initial CRCs, through the dispatch and
 //! through each path directly (the wide one when the CPU has it).
 //!
-//! `unsafe` is confined to `wide.rs`: the SIMD intrinsics (each block with its `SAFETY:`
-//! comment) and the raw source of [`copy_crc32c_from_raw`] (shared memory that another
-//! process may write: read through a pointer, never a reference).
+//! `unsafe` is confined to the kernels (`wide.rs`, `ymm.rs`, `copy.rs`: the SIMD
+//! intrinsics, each block with its `SAFETY:` comment), their dispatch here, and the raw
+//! ends of [`copy_crc32c_from_raw`], [`copy_from_raw`] and [`copy_to_raw`] (shared memory
+//! that another process may write: read and written through a pointer, never a
+//! reference).
 
+mod copy;
 #[cfg(target_arch = "x86_64")]
 mod wide;
+#[cfg(target_arch = "x86_64")]
+mod ymm;
+
+pub use copy::{copy, copy_from_raw, copy_to_raw, has_vector_copy, VECTOR_MIN_LEN};
 
 /// Shortest copy the wide path takes (four 64-byte blocks); shorter ones copy, then CRC.
 pub const WIDE_MIN_LEN: usize = 256;
@@ -65,6 +80,22 @@ pub fn has_wide() -> bool {
     }
 }
 
+/// True when this CPU runs the 256-bit path (AVX2, VPCLMULQDQ, PCLMULQDQ, SSE 4.2): AMD
+/// Zen 3 and other CPUs with VPCLMULQDQ but without AVX-512.
+pub fn has_ymm() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("vpclmulqdq")
+            && std::arch::is_x86_feature_detected!("pclmulqdq")
+            && std::arch::is_x86_feature_detected!("sse4.2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Copies `n = min(dst.len(), src.len())` bytes of `src` into `dst` and returns the
 /// CRC32c of those bytes continued from `crc` (`crc32c_append` semantics: pass 0 to
 /// start, or the CRC of what came before).
@@ -77,6 +108,12 @@ pub fn copy_crc32c(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
         // (slices of that length), a `&mut` cannot overlap a `&`, and the CPU has the
         // features `copy_crc` needs (checked just above).
         return unsafe { wide::copy_crc(dst.as_mut_ptr(), src.as_ptr(), n, crc) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_ymm() {
+        // SAFETY: as above, `n >= WIDE_MIN_LEN >= YMM_MIN_LEN`, and the CPU has the
+        // features the 256-bit `copy_crc` needs (checked just above).
+        return unsafe { ymm::copy_crc(dst.as_mut_ptr(), src.as_ptr(), n, crc) };
     }
     copy_then_crc(dst, src, crc)
 }
@@ -98,21 +135,34 @@ pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> 
         // kernel computes the CRC from the registers it stores, so it covers `dst`.
         return unsafe { wide::copy_crc(dst.as_mut_ptr(), src, n, crc) };
     }
-    // SAFETY: as above; a byte copy through raw pointers reads what `src` holds at each
-    // moment (no reference to shared memory is formed).
-    unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), n) };
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_ymm() {
+        // SAFETY: as above, with the 256-bit kernel's features (checked above).
+        return unsafe { ymm::copy_crc(dst.as_mut_ptr(), src, n, crc) };
+    }
+    // SAFETY: as above; the copy reads what `src` holds at each moment through the
+    // pointer (no reference to shared memory is formed), and the CRC is that of `dst`.
+    unsafe { copy::copy_from_raw(dst, src) };
     crc32c::crc32c_append(crc, dst)
 }
 
-/// CRC32c of `data` continued from `crc` (the `crc32c` crate): for bytes that are not
-/// copied.
+/// CRC32c of `data` continued from `crc`, for bytes that are not copied: the 256-bit
+/// kernel without its stores from [`WIDE_MIN_LEN`] bytes on CPUs that have it
+/// ([`has_ymm`]), the `crc32c` crate otherwise (its 3-way `crc32` instruction runs
+/// 9-16 GiB/s at 1.4-64 KiB on the AMD EPYC VM of docs/BENCHMARKS.md).
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() >= WIDE_MIN_LEN && has_ymm() {
+        // SAFETY: `data` is valid for `data.len() >= YMM_MIN_LEN` bytes of reads and the
+        // CPU has the kernel's features (checked just above).
+        return unsafe { ymm::crc(data.as_ptr(), data.len(), crc) };
+    }
     crc32c::crc32c_append(crc, data)
 }
 
 /// The portable path: copy, then the `crc32c` crate over the copy.
 fn copy_then_crc(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
-    dst.copy_from_slice(src);
+    copy::copy(dst, src);
     crc32c::crc32c_append(crc, dst)
 }
 
@@ -142,11 +192,28 @@ mod tests {
                 unsafe { wide::copy_crc(d.as_mut_ptr(), s.as_ptr(), d.len(), c) }
             }));
         }
+        #[cfg(target_arch = "x86_64")]
+        if has_ymm() {
+            v.push(("ymm", |d, s, c| {
+                if d.len() < ymm::YMM_MIN_LEN {
+                    return copy_then_crc(d, s, c);
+                }
+                // SAFETY: equal lengths (the callers) of at least YMM_MIN_LEN, disjoint
+                // slices, features checked.
+                unsafe { ymm::copy_crc(d.as_mut_ptr(), s.as_ptr(), d.len(), c) }
+            }));
+        }
         v
     }
 
     fn check(src: &[u8], dst: &mut [u8], init: u32) {
         let want = crc32c::crc32c_append(init, src);
+        assert_eq!(
+            crc32c_append(init, src),
+            want,
+            "crc only: len {}",
+            src.len()
+        );
         for (name, f) in paths() {
             dst.fill(0x5a);
             let got = f(dst, src, init);

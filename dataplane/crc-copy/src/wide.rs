@@ -7,16 +7,16 @@
 //! against the `crc32c` crate.
 
 use std::arch::x86_64::{
-    __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_castsi128_si512, _mm512_clmulepi64_epi128,
-    _mm512_extracti32x4_epi32, _mm512_loadu_si512, _mm512_setzero_si512, _mm512_storeu_si512,
-    _mm512_ternarylogic_epi64, _mm512_xor_si512, _mm_clmulepi64_si128, _mm_crc32_u64, _mm_crc32_u8,
+    __m128i, __m512i, _mm512_broadcast_i32x4, _mm512_clmulepi64_epi128, _mm512_extracti32x4_epi32,
+    _mm512_loadu_si512, _mm512_setzero_si512, _mm512_storeu_si512, _mm512_ternarylogic_epi64,
+    _mm512_xor_si512, _mm512_zextsi128_si512, _mm_clmulepi64_si128, _mm_crc32_u64, _mm_crc32_u8,
     _mm_cvtsi128_si64, _mm_cvtsi32_si128, _mm_extract_epi64, _mm_set_epi64x, _mm_xor_si128,
 };
 
 use crate::{xpow, WIDE_MIN_LEN};
 
 /// The two constants that fold a lane over `d` bits.
-const fn fold_over(d: u32) -> (u64, u64) {
+pub(crate) const fn fold_over(d: u32) -> (u64, u64) {
     (xpow(d + 31) as u64, xpow(d - 33) as u64)
 }
 const K128: (u64, u64) = fold_over(128);
@@ -82,7 +82,7 @@ unsafe fn copy64(dst: *mut u8, src: *const u8, i: usize) -> __m512i {
 ///
 /// `p` valid for `n` bytes of reads; the CPU has SSE 4.2.
 #[target_feature(enable = "sse4.2")]
-unsafe fn crc_bytes(mut state: u32, mut p: *const u8, mut n: usize) -> u32 {
+pub(crate) unsafe fn crc_bytes(mut state: u32, mut p: *const u8, mut n: usize) -> u32 {
     while n >= 8 {
         // SAFETY: `p` has at least 8 readable bytes left (the caller's `n`).
         let v = unsafe { p.cast::<u64>().read_unaligned() };
@@ -123,7 +123,7 @@ pub(crate) unsafe fn copy_crc(dst: *mut u8, src: *const u8, len: usize, crc: u32
         *acc = unsafe { copy64(dst, src, 64 * j) };
     }
     // The running CRC enters as the first 32 bits of the message (reflected, inverted).
-    a[0] = _mm512_xor_si512(a[0], _mm512_castsi128_si512(_mm_cvtsi32_si128(!crc as i32)));
+    a[0] = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32)));
     let mut i = 256;
     let k4 = lanes(K2048);
     while i + 256 <= len {

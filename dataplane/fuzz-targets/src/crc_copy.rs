@@ -1,5 +1,6 @@
-//! Fuzz target `crc_copy`: the one-pass copy + CRC32c of `iwarp_crc_copy` against a copy
-//! and the `crc32c` crate, at any length, alignment, split and initial CRC.
+//! Fuzz target `crc_copy`: the one-pass copy + CRC32c of `iwarp_crc_copy`, its plain copy
+//! and its CRC without a copy, against a copy and the `crc32c` crate, at any length,
+//! alignment, split and initial CRC.
 //!
 //! Input: byte 0 picks the source's and the destination's offsets (0-63 each, low and
 //! high nibble times 4, so both misalign), bytes 1-4 the initial CRC (little-endian),
@@ -39,10 +40,21 @@ pub fn crc_copy(data: &[u8]) {
     assert_eq!(out, payload, "copy of {} bytes", payload.len());
     // Nothing written past the end.
     assert!(dst[dof + payload.len()..].iter().all(|&x| x == 0xa5));
+    // The CRC alone, in the same two pieces.
+    let a = iwarp_crc_copy::crc32c_append(init, &src[..cut]);
+    let c = iwarp_crc_copy::crc32c_append(a, &src[cut..]);
+    assert_eq!(c, b, "CRC without copy of {} bytes", payload.len());
+    // The plain copy, in the same two pieces.
+    dst.fill(0xa5);
+    let out = &mut dst[dof..dof + payload.len()];
+    iwarp_crc_copy::copy(&mut out[..cut], &src[..cut]);
+    iwarp_crc_copy::copy(&mut out[cut..], &src[cut..]);
+    assert_eq!(out, payload, "plain copy of {} bytes", payload.len());
+    assert!(dst[dof + payload.len()..].iter().all(|&x| x == 0xa5));
 }
 
-/// The `crc32c` crate's answer, through the engine's CRC (`iwarp_wire`), an independent
-/// implementation.
+/// The `crc32c` crate's answer (not `iwarp_wire`'s CRC, which takes `iwarp_crc_copy`'s
+/// kernel on some CPUs): an independent implementation.
 fn crc32c_reference(init: u32, data: &[u8]) -> u32 {
-    iwarp_wire::crc::crc32c_append(init, data)
+    crc32c::crc32c_append(init, data)
 }
