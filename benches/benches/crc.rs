@@ -36,6 +36,17 @@ fn crc(c: &mut Criterion) {
         g.bench_with_input(BenchmarkId::new("crc_fast", n), b, |bch, b| {
             bch.iter(|| crc_fast::crc32_iscsi(black_box(b)))
         });
+        g.bench_with_input(BenchmarkId::new("crc_copy_crc_only", n), b, |bch, b| {
+            bch.iter(|| iwarp_crc_copy::crc32c_append(0, black_box(b)))
+        });
+        let mut dst = vec![0u8; n + 64];
+        g.bench_with_input(BenchmarkId::new("crc_copy_copy_and_crc", n), b, |bch, b| {
+            // The frame's payload sits 14 bytes off the source's alignment.
+            bch.iter(|| iwarp_crc_copy::copy_crc32c(&mut dst[14..14 + b.len()], black_box(b), 0))
+        });
+        g.bench_with_input(BenchmarkId::new("crc_copy_copy_only", n), b, |bch, b| {
+            bch.iter(|| iwarp_crc_copy::copy(&mut dst[14..14 + b.len()], black_box(b)))
+        });
     }
     g.finish();
 }

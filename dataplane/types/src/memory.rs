@@ -89,13 +89,14 @@ impl Memory for VecMemory {
 
     fn read(&self, region: RegionId, offset: u64, out: &mut [u8]) -> Result<(), MemoryFault> {
         let (s, e) = self.range(region, offset, out.len()).ok_or(MemoryFault)?;
-        out.copy_from_slice(&self.arenas[region.0 as usize][s..e]);
+        // Not `copy_from_slice`: `iwarp_crc_copy::copy` never takes `rep movsb` (its docs).
+        iwarp_crc_copy::copy(out, &self.arenas[region.0 as usize][s..e]);
         Ok(())
     }
 
     fn write(&mut self, region: RegionId, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {
         let (s, e) = self.range(region, offset, data.len()).ok_or(MemoryFault)?;
-        self.arenas[region.0 as usize][s..e].copy_from_slice(data);
+        iwarp_crc_copy::copy(&mut self.arenas[region.0 as usize][s..e], data);
         Ok(())
     }
 

@@ -213,9 +213,8 @@ impl SharedMapping {
         // SAFETY: `start..start+out.len()` is inside the mapping (checked above), which
         // lives as long as `self`; `out` is private memory, so the ranges do not overlap.
         // Concurrent writes by the peer process race on payload bytes only (see above).
-        unsafe {
-            std::ptr::copy_nonoverlapping(self.as_ptr().add(start), out.as_mut_ptr(), out.len())
-        };
+        // `iwarp_crc_copy`'s copy: never `rep movsb` (its docs say why).
+        unsafe { iwarp_crc_copy::copy_from_raw(out, self.as_ptr().add(start)) };
         Ok(())
     }
 
@@ -235,9 +234,7 @@ impl SharedMapping {
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {
         let start = self.range(offset, data.len())?;
         // SAFETY: as in `read`; the mapping is writable (PROT_WRITE, MAP_SHARED).
-        unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.as_ptr().add(start), data.len())
-        };
+        unsafe { iwarp_crc_copy::copy_to_raw(self.as_ptr().add(start), data) };
         Ok(())
     }
 }
