@@ -33,7 +33,9 @@
 # a SEND; the client checks every byte); one run in five, kill -9 the client or the server
 # at a random moment. A run passes when both exit 0 and the client completed every ping
 # (verified); a killed run passes when the other side ends by itself (error completion,
-# disconnect or its 30 s timeout) within 60 s: never a hang. Every run creates and
+# disconnect or its 30 s timeout) within 60 s (of time in which the machine ran the
+# worker: a stop of the whole machine is not counted, and is printed in the run's line):
+# never a hang. Every run creates and
 # destroys its PD, MR, CQs and QP, and its client session.
 #
 # Figures and checks at the end (one line each, then "soak: N passed, N failed"):
@@ -236,10 +238,17 @@ worker() {
             sleep "$(printf '0.%03d' "$kill_ms")"
             kill -9 "$victim" 2>/dev/null
         fi
-        # Both must end within 60 s (each wait of iw-rping times out after 30 s).
-        local stuck=
+        # Both must end within 60 s (each wait of iw-rping times out after 30 s) of time
+        # in which this worker itself ran: a poll of this loop that comes back more than
+        # 5 s after the one before means the machine stopped the worker (seen once: the
+        # kernel's kdamond held a mapping lock and blocked every fork and exit for 140 s,
+        # "blocked for more than 120 seconds" in dmesg), and that gap is not counted.
+        local stuck= last=$t0 stalled_ns=0 now
         while kill -0 "$spid" 2>/dev/null || kill -0 "$cpid" 2>/dev/null; do
-            if [ $(( ($(date +%s%N) - t0) / 1000000000 )) -ge 60 ]; then
+            now=$(date +%s%N)
+            [ $(( now - last )) -gt 5000000000 ] && stalled_ns=$(( stalled_ns + now - last ))
+            last=$now
+            if [ $(( (now - t0 - stalled_ns) / 1000000000 )) -ge 60 ]; then
                 # Where each process that is still there waits, for the log.
                 local p
                 for p in "$spid" "$cpid"; do
@@ -256,6 +265,7 @@ worker() {
         wait "$cpid" 2>/dev/null; local crc=$?
         local secs=$(( ($(date +%s%N) - t0) / 1000000 ))
         local what="size $size count $count ($secs ms)"
+        [ "$stalled_ns" -gt 0 ] && what+=" [the machine stopped this worker for $(( stalled_ns / 1000000 )) ms]"
         if [ -n "$stuck" ]; then
             echo "FAIL $n $what: still running 60 s after the start (kill: $kill_who)" >> "$out"
         elif [ "$kill_who" = none ]; then
