@@ -26,7 +26,9 @@
 //!
 //! Checked: against the `crc32c` crate at every length from 0 to 2,048 and at random
 //! lengths up to 66,000 with random alignments and initial CRCs, through the dispatch and
-//! through each path directly (the wide one when the CPU has it).
+//! through each path directly (the wide and the 256-bit ones when the CPU has them), the
+//! CRC alone as well; the copy against `copy_from_slice` through each entry point, nothing
+//! written past the end (`copy.rs`); and by the `crc_copy` fuzz target.
 //!
 //! `unsafe` is confined to the kernels (`wide.rs`, `ymm.rs`, `copy.rs`: the SIMD
 //! intrinsics, each block with its `SAFETY:` comment), their dispatch here, and the raw

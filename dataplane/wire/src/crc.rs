@@ -11,7 +11,7 @@
 //!
 //! With CRC not negotiated the field is still present and siw sends zero ([`NO_CRC`]).
 //!
-//! Two crates compute it, whichever is faster on the CPU (measured with
+//! Three implementations compute it, whichever is faster on the CPU (measured with
 //! `benches/benches/crc.rs`, see docs/BENCHMARKS.md): on CPUs with AVX-512 VL and
 //! VPCLMULQDQ, `crc-fast` (CRC-32/ISCSI, 512-bit carry-less folding) at every length: it
 //! runs 1.7x the `crc32c` crate at 1448 octets and 2-3x from 8948 octets up (issue 13).

@@ -210,10 +210,11 @@ impl SharedMapping {
     /// copy is then torn, like a DMA read of memory the application is changing.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result<(), MemoryFault> {
         let start = self.range(offset, out.len())?;
+        // The copy is `iwarp_crc_copy`'s: never `rep movsb` (its docs say why).
         // SAFETY: `start..start+out.len()` is inside the mapping (checked above), which
-        // lives as long as `self`; `out` is private memory, so the ranges do not overlap.
-        // Concurrent writes by the peer process race on payload bytes only (see above).
-        // `iwarp_crc_copy`'s copy: never `rep movsb` (its docs say why).
+        // lives as long as `self`; `out` is private memory, so the ranges do not overlap
+        // (`copy_from_raw`'s contract). Concurrent writes by the peer process race on
+        // payload bytes only (see above).
         unsafe { iwarp_crc_copy::copy_from_raw(out, self.as_ptr().add(start)) };
         Ok(())
     }
@@ -233,7 +234,8 @@ impl SharedMapping {
     /// `len()`. Races with the peer as [`SharedMapping::read`].
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {
         let start = self.range(offset, data.len())?;
-        // SAFETY: as in `read`; the mapping is writable (PROT_WRITE, MAP_SHARED).
+        // SAFETY: as in `read` (`copy_to_raw`'s contract: `data.len()` writable bytes not
+        // overlapping `data`); the mapping is writable (PROT_WRITE, MAP_SHARED).
         unsafe { iwarp_crc_copy::copy_to_raw(self.as_ptr().add(start), data) };
         Ok(())
     }
