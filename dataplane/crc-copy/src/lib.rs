@@ -14,7 +14,7 @@
 //! Polynomials Using PCLMULQDQ"); the accumulators are folded into 128 bits and finished
 //! with the SSE 4.2 `crc32` instruction, which also takes the tail. On CPUs with AVX2 and
 //! VPCLMULQDQ but no AVX-512 (AMD Zen 3) the same folding with four 256-bit accumulators
-//! (`ymm.rs`), which without its stores is also the CRC of bytes not copied
+//! (`ymm.rs`). Without their stores both kernels are also the CRC of bytes not copied
 //! ([`crc32c_append`]). Elsewhere, and below [`WIDE_MIN_LEN`] bytes, a plain copy followed
 //! by the `crc32c` crate. The folding constants are `x^n mod P` computed at compile time
 //! ([`xpow`]), not tables.
@@ -148,11 +148,18 @@ pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> 
     crc32c::crc32c_append(crc, dst)
 }
 
-/// CRC32c of `data` continued from `crc`, for bytes that are not copied: the 256-bit
-/// kernel without its stores from [`WIDE_MIN_LEN`] bytes on CPUs that have it
-/// ([`has_ymm`]), the `crc32c` crate otherwise (its 3-way `crc32` instruction runs
-/// 9-16 GiB/s at 1.4-64 KiB on the AMD EPYC VM of docs/BENCHMARKS.md).
+/// CRC32c of `data` continued from `crc`, for bytes that are not copied: the copying
+/// kernels without their stores from [`WIDE_MIN_LEN`] bytes, the 512-bit one on CPUs
+/// that have it ([`has_wide`]), else the 256-bit one ([`has_ymm`]); the `crc32c` crate
+/// otherwise (its 3-way `crc32` instruction runs 9-16 GiB/s at 1.4-64 KiB on the AMD
+/// EPYC VM of docs/BENCHMARKS.md).
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() >= WIDE_MIN_LEN && has_wide() {
+        // SAFETY: `data` is valid for `data.len() >= WIDE_MIN_LEN` bytes of reads and the
+        // CPU has the kernel's features (checked just above).
+        return unsafe { wide::crc(data.as_ptr(), data.len(), crc) };
+    }
     #[cfg(target_arch = "x86_64")]
     if data.len() >= WIDE_MIN_LEN && has_ymm() {
         // SAFETY: `data` is valid for `data.len() >= YMM_MIN_LEN` bytes of reads and the
@@ -208,14 +215,40 @@ mod tests {
         v
     }
 
+    /// A CRC-only path: the CRC of its second argument continued from its first.
+    type CrcPath = fn(u32, &[u8]) -> u32;
+
+    /// Every CRC-only path this CPU can run (no copy), by name.
+    fn crc_paths() -> Vec<(&'static str, CrcPath)> {
+        let mut v: Vec<(&'static str, CrcPath)> = vec![("dispatch", crc32c_append)];
+        #[cfg(target_arch = "x86_64")]
+        if has_wide() {
+            v.push(("wide", |c, s| {
+                if s.len() < WIDE_MIN_LEN {
+                    return crc32c::crc32c_append(c, s);
+                }
+                // SAFETY: a live slice of at least WIDE_MIN_LEN bytes, features checked.
+                unsafe { wide::crc(s.as_ptr(), s.len(), c) }
+            }));
+        }
+        #[cfg(target_arch = "x86_64")]
+        if has_ymm() {
+            v.push(("ymm", |c, s| {
+                if s.len() < ymm::YMM_MIN_LEN {
+                    return crc32c::crc32c_append(c, s);
+                }
+                // SAFETY: a live slice of at least YMM_MIN_LEN bytes, features checked.
+                unsafe { ymm::crc(s.as_ptr(), s.len(), c) }
+            }));
+        }
+        v
+    }
+
     fn check(src: &[u8], dst: &mut [u8], init: u32) {
         let want = crc32c::crc32c_append(init, src);
-        assert_eq!(
-            crc32c_append(init, src),
-            want,
-            "crc only: len {}",
-            src.len()
-        );
+        for (name, f) in crc_paths() {
+            assert_eq!(f(init, src), want, "{name} crc only: len {}", src.len());
+        }
         for (name, f) in paths() {
             dst.fill(0x5a);
             let got = f(dst, src, init);

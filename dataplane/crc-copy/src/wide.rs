@@ -58,19 +58,22 @@ fn fold128(a: __m128i, k: __m128i) -> __m128i {
     )
 }
 
-/// Copies the 64 bytes at offset `i` and returns them.
+/// Loads the 64 bytes at offset `i` of `src`, stores them at offset `i` of `dst` when
+/// `STORE`, and returns them.
 ///
 /// # Safety
 ///
-/// `src + i .. src + i + 64` readable, `dst + i .. dst + i + 64` writable; the CPU has
-/// AVX-512 F.
+/// `src + i .. src + i + 64` readable; when `STORE`, `dst + i .. dst + i + 64` writable;
+/// the CPU has AVX-512 F.
 #[inline]
 #[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
-unsafe fn copy64(dst: *mut u8, src: *const u8, i: usize) -> __m512i {
+unsafe fn copy64<const STORE: bool>(dst: *mut u8, src: *const u8, i: usize) -> __m512i {
     // SAFETY: the caller's ranges; unaligned load and store.
     unsafe {
         let v = _mm512_loadu_si512(src.add(i).cast());
-        _mm512_storeu_si512(dst.add(i).cast(), v);
+        if STORE {
+            _mm512_storeu_si512(dst.add(i).cast(), v);
+        }
         v
     }
 }
@@ -117,10 +120,39 @@ pub(crate) unsafe fn copy_crc(dst: *mut u8, src: *const u8, len: usize, crc: u32
             return !crc_bytes(!crc, dst, len);
         }
     }
+    // SAFETY: the caller's contract is `fold`'s with `STORE`, and `len >= WIDE_MIN_LEN`.
+    unsafe { fold::<true>(dst, src, len, crc) }
+}
+
+/// The CRC32c of the `len` bytes at `src`, continued from `crc` (no copy).
+///
+/// # Safety
+///
+/// `src` valid for `len` bytes of reads; `len >= WIDE_MIN_LEN`; the CPU has AVX-512 F
+/// and VL, VPCLMULQDQ, PCLMULQDQ and SSE 4.2.
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+pub(crate) unsafe fn crc(src: *const u8, len: usize, crc: u32) -> u32 {
+    // SAFETY: the caller's contract is `fold`'s without `STORE` (`dst` is never used).
+    unsafe { fold::<false>(std::ptr::null_mut(), src, len, crc) }
+}
+
+/// The kernel: the CRC32c of the `len` bytes at `src` continued from `crc`; when `STORE`
+/// it also copies them to `dst` and the CRC is computed from what was stored (the same
+/// registers).
+///
+/// # Safety
+///
+/// `src` valid for `len` bytes of reads; when `STORE`, `dst` valid for `len` bytes of
+/// writes and not overlapping `src`; `len >= WIDE_MIN_LEN`; the CPU has AVX-512 F and
+/// VL, VPCLMULQDQ, PCLMULQDQ and SSE 4.2.
+#[inline]
+#[target_feature(enable = "avx512f,avx512vl,vpclmulqdq,pclmulqdq,sse4.2")]
+unsafe fn fold<const STORE: bool>(dst: *mut u8, src: *const u8, len: usize, crc: u32) -> u32 {
+    debug_assert!(len >= WIDE_MIN_LEN);
     let mut a = [_mm512_setzero_si512(); 4];
     for (j, acc) in a.iter_mut().enumerate() {
         // SAFETY: bytes 64 * j .. 64 * j + 64 < 256 <= len of the caller's ranges.
-        *acc = unsafe { copy64(dst, src, 64 * j) };
+        *acc = unsafe { copy64::<STORE>(dst, src, 64 * j) };
     }
     // The running CRC enters as the first 32 bits of the message (reflected, inverted).
     a[0] = _mm512_xor_si512(a[0], _mm512_zextsi128_si512(_mm_cvtsi32_si128(!crc as i32)));
@@ -129,7 +161,7 @@ pub(crate) unsafe fn copy_crc(dst: *mut u8, src: *const u8, len: usize, crc: u32
     while i + 256 <= len {
         for (j, acc) in a.iter_mut().enumerate() {
             // SAFETY: i + 64 * j + 64 <= i + 256 <= len.
-            let b = unsafe { copy64(dst, src, i + 64 * j) };
+            let b = unsafe { copy64::<STORE>(dst, src, i + 64 * j) };
             *acc = fold512(*acc, k4, b);
         }
         i += 256;
@@ -142,7 +174,7 @@ pub(crate) unsafe fn copy_crc(dst: *mut u8, src: *const u8, len: usize, crc: u32
     let k1 = lanes(K512);
     while i + 64 <= len {
         // SAFETY: i + 64 <= len.
-        let b = unsafe { copy64(dst, src, i) };
+        let b = unsafe { copy64::<STORE>(dst, src, i) };
         one = fold512(one, k1, b);
         i += 64;
     }
@@ -159,6 +191,10 @@ pub(crate) unsafe fn copy_crc(dst: *mut u8, src: *const u8, len: usize, crc: u32
     let mut state = _mm_crc32_u64(0, _mm_cvtsi128_si64(x) as u64) as u32;
     state = _mm_crc32_u64(u64::from(state), _mm_extract_epi64::<1>(x) as u64) as u32;
     let rest = len - i;
+    if !STORE {
+        // SAFETY: the last `rest` (< 64) bytes of the caller's range.
+        return unsafe { !crc_bytes(state, src.add(i), rest) };
+    }
     // SAFETY: the last `rest` bytes of the caller's ranges; the CRC over what was stored.
     unsafe {
         std::ptr::copy_nonoverlapping(src.add(i), dst.add(i), rest);

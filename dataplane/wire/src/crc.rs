@@ -12,18 +12,18 @@
 //! With CRC not negotiated the field is still present and siw sends zero ([`NO_CRC`]).
 //!
 //! Three implementations compute it, whichever is faster on the CPU (measured with
-//! `benches/benches/crc.rs`, see docs/BENCHMARKS.md): on CPUs with AVX-512 VL and
-//! VPCLMULQDQ, `crc-fast` (CRC-32/ISCSI, 512-bit carry-less folding) at every length: it
-//! runs 1.7x the `crc32c` crate at 1448 octets and 2-3x from 8948 octets up (issue 13).
-//! Elsewhere `crc-fast` (a dedicated path for short buffers) up to [`CRC_FAST_MAX_LEN`]
-//! octets and above it `iwarp_crc_copy::crc32c_append`: its 256-bit VPCLMULQDQ folding on
-//! CPUs with AVX2 and VPCLMULQDQ but no AVX-512 (AMD Zen 3: 17.9 GiB/s at 1448 octets and
-//! 19.0 at 8948 against the `crc32c` crate's 9.8 and 14.2 on the AMD EPYC VM, 2026-12-03),
-//! the `crc32c` crate (SSE 4.2 / ARMv8 CRC instruction, 3-way interleaved) on the others,
-//! where it beats `crc-fast`'s 128-bit folding. A short piece continuing a CRC
-//! ([`crc32c_append`] of a header or pad after a payload) takes the `crc32c` crate's CRC
-//! instruction, without `crc-fast`'s digest set-up. Payload copied and CRC'd in one pass
-//! (transmit) is `iwarp-crc-copy`'s. All compute the same function (tested).
+//! `benches/benches/crc.rs`, see docs/BENCHMARKS.md): up to [`CRC_FAST_MAX_LEN`] octets
+//! from a fresh start, `crc-fast` (CRC-32/ISCSI: a dedicated path for short buffers, no
+//! digest set-up); above it `iwarp_crc_copy::crc32c_append`, the carry-less folding of
+//! the transmit copy without its stores: 512 bits at a time on CPUs with AVX-512 and
+//! VPCLMULQDQ (AMD Zen 4: 40 GiB/s at 1448 octets against `crc-fast`'s 25, 50 at 8948
+//! against 45, both 53 at 64 KiB, 2026-12-06), 256 bits on CPUs with AVX2 and VPCLMULQDQ
+//! but no AVX-512 (AMD Zen 3: 17.9 GiB/s at 1448 octets and 19.0 at 8948 against the
+//! `crc32c` crate's 9.8 and 14.2, 2026-12-03), the `crc32c` crate (SSE 4.2 / ARMv8 CRC
+//! instruction, 3-way interleaved) on the others, where it beats `crc-fast`'s 128-bit
+//! folding. A short piece continuing a CRC ([`crc32c_append`] of a header or pad after a
+//! payload) takes the `crc32c` crate's CRC instruction. Payload copied and CRC'd in one
+//! pass (transmit) is `iwarp-crc-copy`'s too. All compute the same function (tested).
 
 /// Length of the MPA CRC field.
 pub const MPA_CRC_LEN: usize = 4;
@@ -31,26 +31,12 @@ pub const MPA_CRC_LEN: usize = 4;
 /// What the CRC field holds when CRC was not negotiated.
 pub const NO_CRC: [u8; MPA_CRC_LEN] = [0; MPA_CRC_LEN];
 
-/// Longest buffer [`crc32c()`] hands to `crc-fast` without [`wide_folding`].
+/// Longest buffer [`crc32c()`] hands to `crc-fast`.
 pub const CRC_FAST_MAX_LEN: usize = 256;
-
-/// The CPU has what `crc-fast` folds 512 bits at a time with (AVX-512 VL, VPCLMULQDQ);
-/// std caches the answer.
-pub fn wide_folding() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx512vl")
-            && std::arch::is_x86_feature_detected!("vpclmulqdq")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
 
 /// CRC32c of one slice.
 pub fn crc32c(data: &[u8]) -> u32 {
-    if data.len() <= CRC_FAST_MAX_LEN || wide_folding() {
+    if data.len() <= CRC_FAST_MAX_LEN {
         crc_fast::crc32_iscsi(data)
     } else {
         iwarp_crc_copy::crc32c_append(0, data)
@@ -59,24 +45,11 @@ pub fn crc32c(data: &[u8]) -> u32 {
 
 /// Continues a CRC32c: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`.
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
-    if !wide_folding() {
-        return iwarp_crc_copy::crc32c_append(crc, data);
-    }
     if crc == 0 {
-        // The common case (an FPDU's first piece): no digest set-up.
-        return crc_fast::crc32_iscsi(data);
+        // The common case (an FPDU's first piece).
+        return crc32c(data);
     }
-    if data.len() <= CRC_FAST_MAX_LEN {
-        // A short piece after others (headers, pad around a payload CRC'd while copied):
-        // the CRC instruction, without a digest's set-up.
-        return crc32c::crc32c_append(crc, data);
-    }
-    // CRC-32/ISCSI is reflected with init and xorout 0xffffffff: the running state is
-    // the complement of the CRC so far.
-    let mut d =
-        crc_fast::Digest::new_with_init_state(crc_fast::CrcAlgorithm::Crc32Iscsi, u64::from(!crc));
-    d.update(data);
-    d.finalize() as u32
+    iwarp_crc_copy::crc32c_append(crc, data)
 }
 
 /// CRC32c of the concatenation of several slices (a header, payload pieces, pad).
