@@ -403,6 +403,14 @@ impl<D> TxQueue<D> {
     }
 }
 
+/// Shortest ULPDU whose CRC is computed while the source writes it (the payload's copy
+/// and CRC fused, then continued over the pad). Shorter ones are written, then one CRC
+/// runs over the whole FPDU: the source's copy is not fused below 256 bytes anyway
+/// (`iwarp_crc_copy::WIDE_MIN_LEN`), and one CRC over an 80-octet FPDU costs less than
+/// the three or four calls over its pieces (ULPDU_Length, headers, payload, pad): the
+/// pieces took 14 % of a 64-byte WRITE's time on both engines (docs/BENCHMARKS.md).
+const FUSED_CRC_MIN_ULPDU: usize = 256;
+
 /// Writes the wire image of FPDU `e` into `out` (exactly its wire length).
 fn render<D, S: crate::UlpduSource<D>>(
     e: &Entry<D>,
@@ -417,7 +425,7 @@ fn render<D, S: crate::UlpduSource<D>>(
     let off = wl - content;
     let c = &mut out[off..];
     c[..ULPDU_LENGTH_LEN].copy_from_slice(&e.ulpdu_len.to_be_bytes());
-    if crc && markers.is_none() {
+    if crc && markers.is_none() && ulen >= FUSED_CRC_MIN_ULPDU {
         // The CRC runs along: ULPDU_Length, the ULPDU as the source writes it (its
         // payload CRC'd while copied, when it can), then the pad.
         let head = crc32c(&c[..ULPDU_LENGTH_LEN]);
