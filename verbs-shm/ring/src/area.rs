@@ -352,7 +352,15 @@ impl DoorbellBlock {
     /// Service side: takes the summary (`swap(0)`, `Acquire`) and each flagged bit word
     /// (`swap(0)`, `Acquire`) and merges the bits into `out` (not cleared first). Returns
     /// true if any bit was taken. Every push whose doorbell was taken is visible.
+    ///
+    /// An empty summary is only read, not swapped: the service polls this line all the
+    /// time, and a swap (an `xchg`, which takes the line exclusive even when it writes
+    /// the same zero) would pull it away from the clients' CPUs on every poll. A bit set
+    /// after the read is taken at the next poll, as one set after a swap would be.
     pub fn take(&self, out: &mut DoorbellSet) -> bool {
+        if self.region.load_u64(SUMMARY_OFFSET).unwrap_or(0) == 0 {
+            return false;
+        }
         let mut summary = self.region.swap_u64(SUMMARY_OFFSET, 0).unwrap_or(0);
         let mut any = false;
         while summary != 0 {
