@@ -1,4 +1,7 @@
-//! The AVX-512 VPCLMULQDQ kernel: copy and CRC32c in one pass (the crate's docs say how).
+//! The AVX-512 VPCLMULQDQ kernel: copy and CRC32c in one pass (the crate's docs say how),
+//! and without its stores the CRC32c of bytes not copied (the receiver's check). On AMD
+//! Zen 4 both run at about 16 bytes per cycle from 8 KiB up, the rate of the 512-bit
+//! carry-less multiplies (executed as two 256-bit halves).
 //!
 //! Layout: a 128-bit lane holds 16 message bytes in memory order; folding lane `X` over
 //! `D` bits towards the end of the message is `clmul(X.lo, x^(D+31)) ^ clmul(X.hi,
