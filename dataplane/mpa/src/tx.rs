@@ -404,12 +404,12 @@ impl<D> TxQueue<D> {
 }
 
 /// Shortest ULPDU whose CRC is computed while the source writes it (the payload's copy
-/// and CRC fused, then continued over the pad). Shorter ones are written, then one CRC
-/// runs over the whole FPDU: the source's copy is not fused below 256 bytes anyway
-/// (`iwarp_crc_copy::WIDE_MIN_LEN`), and one CRC over an 80-octet FPDU costs less than
-/// the three or four calls over its pieces (ULPDU_Length, headers, payload, pad): the
-/// pieces took 14 % of a 64-byte WRITE's time on both engines (docs/BENCHMARKS.md).
-const FUSED_CRC_MIN_ULPDU: usize = 256;
+/// and CRC fused, then continued over the pad): where `iwarp-crc-copy` starts fusing.
+/// Shorter ones are written, then one CRC runs over the whole FPDU: below it the source
+/// would copy and then CRC anyway, and one CRC over an 80-octet FPDU costs less than the
+/// three or four calls over its pieces (ULPDU_Length, headers, payload, pad), which took
+/// 14 % of a 64-byte WRITE's time on both engines (docs/BENCHMARKS.md).
+const FUSED_CRC_MIN_ULPDU: usize = iwarp_crc_copy::WIDE_MIN_LEN;
 
 /// Writes the wire image of FPDU `e` into `out` (exactly its wire length).
 fn render<D, S: crate::UlpduSource<D>>(
