@@ -131,7 +131,12 @@ impl EngineCore {
                     }
                 }
                 TcpEvent::PeerClosed => match (conn.qp_ready, conn.qp) {
-                    (true, Some(qp)) => self.rnic.qp_llp_event(qp, LlpEvent::PeerClosed),
+                    (true, Some(qp)) => {
+                        self.rnic.qp_llp_event(qp, LlpEvent::PeerClosed);
+                        if conn.established {
+                            self.push_event(Event::PeerClosed { conn: id, qp });
+                        }
+                    }
                     _ => {
                         conn.failure.get_or_insert(ConnectFailure::Reset);
                         let deadline = self.close_deadline(now);

@@ -70,6 +70,19 @@ pub enum Event {
         /// Why.
         reason: ConnectFailure,
     },
+    /// The peer closed its half of an established connection (its FIN arrived in RDMA
+    /// mode): the QP heard the LLP close and is Closing (nothing outstanding) or Error
+    /// (a Bad LLP Close, Terminate sent); our FIN follows once the QP ran dry.
+    /// `Disconnected` follows when the close completes. Linux siw reports a peer's close
+    /// to the CM at this point (`IW_CM_EVENT_CLOSE` on `TCP_CLOSE_WAIT`, which rdma_cm
+    /// turns into `RDMA_CM_EVENT_DISCONNECTED`), without waiting for our FIN to be
+    /// acknowledged: a peer that vanished after its FIN cannot delay the news.
+    PeerClosed {
+        /// The connection.
+        conn: ConnId,
+        /// Its QP.
+        qp: QpId,
+    },
     /// The QP of an established connection left it: the LLP close completed from the
     /// RDMA point of view (our FIN acknowledged and the peer's FIN received), or the
     /// connection was reset or lost. The QP is in Idle or Error and can be destroyed or

@@ -31,6 +31,8 @@
 //! - A QP is detached from its connection (`Disconnected`, QP Idle or Error) when TCP
 //!   enters TIME_WAIT (our FIN acknowledged, the peer's received), on LAST_ACK
 //!   completion, RST or timeout; the TCP connection lingers in TIME_WAIT without a QP.
+//!   The peer's FIN in RDMA mode is reported before that (`PeerClosed`, once), as siw
+//!   reports it to the CM at `TCP_CLOSE_WAIT`.
 //!   A close the engine started is bounded by `llp_close_timeout_ms` (then RST, and the
 //!   QP hears `LlpEvent::TimedOut`).
 //! - `LlpParams::role` is `LlpRole::Responder` only for a responder awaiting a Send RTR

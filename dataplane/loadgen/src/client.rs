@@ -463,6 +463,8 @@ impl<M: Memory> App<M> for LoadgenClient {
                 self.on_closed(i);
                 true
             }
+            // The close is complete at `Disconnected`: the QP is reused only then.
+            Event::PeerClosed { qp, .. } => self.qp_map.get(qp.0).is_some(),
             Event::Disconnected { qp, .. } => {
                 let Some(i) = self.qp_map.get(qp.0) else {
                     return false;

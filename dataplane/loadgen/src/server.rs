@@ -524,6 +524,8 @@ impl<M: Memory> App<M> for LoadgenServer {
                 }
                 true
             }
+            // The close is complete at `Disconnected`: the slot is freed only then.
+            Event::PeerClosed { qp, .. } => self.qp_map.get(qp.0).is_some(),
             Event::Disconnected { qp, .. } => {
                 let Some(c) = self.qp_map.get(qp.0) else {
                     return false;

@@ -548,12 +548,21 @@ fn close_gracefully(sim: &mut Sim<Host>, sides: &[Side; 2]) -> Result<(), String
         .disconnect(now, sides[who].qp)
         .map_err(|e| format!("disconnect: {e}"))?;
     let mut gone = [false; 2];
+    // Each side hears the other's FIN (`PeerClosed`, once) before its close completes.
+    let mut peer_closed = [false; 2];
     let mut bad: Option<String> = None;
     sim.try_run_until(Duration::from_secs(300), |s| {
         for h in 0..2 {
             while let Some(ev) = s.events_mut(h).pop_front() {
                 match ev {
-                    Event::Disconnected { qp, .. } if qp == sides[h].qp => gone[h] = true,
+                    Event::PeerClosed { qp, .. }
+                        if qp == sides[h].qp && !peer_closed[h] && !gone[h] =>
+                    {
+                        peer_closed[h] = true
+                    }
+                    Event::Disconnected { qp, .. } if qp == sides[h].qp && peer_closed[h] => {
+                        gone[h] = true
+                    }
                     Event::Async(a)
                         if matches!(a.kind, iwarp_types::AsyncEventKind::LlpCloseComplete) => {}
                     Event::CqNotify(_) => {}

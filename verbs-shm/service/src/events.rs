@@ -49,6 +49,7 @@ impl ShmService {
                             client,
                             cm_id: listen_cm_id,
                             qp: None,
+                            close_told: false,
                         },
                     );
                 } else {
@@ -108,12 +109,41 @@ impl ShmService {
                 });
                 true
             }
+            Event::PeerClosed { conn, qp } => {
+                // Told now, as Linux siw tells rdma_cm (the close may take as long as
+                // the peer needs to acknowledge our FIN, or forever if it vanished);
+                // the connection stays tracked until the engine's `Disconnected`.
+                let Some(client) = self.qps.get(&qp).map(|q| q.client) else {
+                    return self.conns.contains_key(&conn);
+                };
+                // Untracked: `Disconnected` tells the client at the end.
+                let Some(c) = self.conns.get(&conn).copied() else {
+                    return true;
+                };
+                if !c.close_told {
+                    let told = self.notify(ServiceNotice::Cm {
+                        client,
+                        event: CmNotice::Disconnected {
+                            cm_id: c.cm_id,
+                            conn,
+                            qp,
+                        },
+                    });
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.close_told = told;
+                    }
+                }
+                true
+            }
             Event::Disconnected { conn, qp } => {
                 let c = self.conns.remove(&conn);
                 let Some(q) = self.qps.get_mut(&qp) else {
                     return c.is_some();
                 };
                 q.conn = None;
+                if c.is_some_and(|c| c.close_told) {
+                    return true;
+                }
                 let client = q.client;
                 let cm_id = c.map_or(0, |c| c.cm_id);
                 self.notify(ServiceNotice::Cm {

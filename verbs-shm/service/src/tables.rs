@@ -123,6 +123,9 @@ pub(crate) struct ConnEntry {
     pub(crate) client: ClientId,
     pub(crate) cm_id: u32,
     pub(crate) qp: Option<QpId>,
+    /// The client was told `Disconnected` when the peer closed (`Event::PeerClosed`);
+    /// the engine's `Disconnected` at the end of the close is not told again.
+    pub(crate) close_told: bool,
 }
 
 /// A ring with work left over.

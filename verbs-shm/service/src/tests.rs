@@ -636,3 +636,48 @@ fn qp_destroyed(s: &mut Side) -> bool {
         Err(ServiceError::Invalid(_) | ServiceError::Verb(_))
     )
 }
+
+fn disconnect_notices(s: &crate::testkit::Side) -> usize {
+    s.notices
+        .iter()
+        .filter(|n| {
+            matches!(
+                n,
+                ServiceNotice::Cm {
+                    event: CmNotice::Disconnected { .. },
+                    ..
+                }
+            )
+        })
+        .count()
+}
+
+/// The client hears of its peer's close when the peer's FIN arrives (as rdma_cm over siw
+/// does), not when our FIN is acknowledged: here B's daemon vanishes after its FIN (only
+/// FINs of B reach A), so A's close completes only by the close timeout. A's client is
+/// told `Disconnected` at once, and once: not again when the engine detaches the QP.
+#[test]
+fn a_peer_close_is_told_at_once_and_once() {
+    let mut w = World::new();
+    w.connect();
+    w.b_drop = |f| f.get(47).is_none_or(|flags| flags & 0x01 == 0);
+    let qp_b = w.b.qp;
+    w.b.call(ServiceRequest::Disconnect {
+        client: 1,
+        qp: qp_b,
+    })
+    .unwrap();
+    assert!(w.run_until(|w| disconnect_notices(&w.a) == 1));
+    let qp_a = w.a.qp;
+    assert!(
+        w.a.eng.qp_conn(qp_a).is_some(),
+        "told before the close completes (our FIN unacknowledged)"
+    );
+    // The close timeout ends it; the engine's Disconnected is not told again.
+    w.now = iwarp_types::Instant(w.now.0 + iwarp_types::Duration::from_secs(120).0);
+    assert!(w.run_until(|w| w.a.eng.qp_conn(qp_a).is_none()));
+    for _ in 0..10 {
+        w.step();
+    }
+    assert_eq!(disconnect_notices(&w.a), 1);
+}

@@ -183,3 +183,52 @@ fn a_qp_destroyed_during_its_close_lets_tcp_finish_it_without_a_reset() {
     );
     assert_eq!(p.a.eng.counters().tcp_rsts_sent, 0);
 }
+
+/// The peer's FIN in RDMA mode is reported at once (`PeerClosed`, as siw tells the CM
+/// at `TCP_CLOSE_WAIT`), not when the close completes: here the peer vanishes after its
+/// FIN (nothing more from it arrives), so our FIN is never acknowledged and the close
+/// completes only by the close timeout. `Disconnected` still follows, once.
+#[test]
+fn a_peer_close_is_reported_at_once_even_if_the_peer_vanishes() {
+    let mut cb = config(2);
+    cb.llp_close_timeout_ms = 2_000;
+    let mut p = Pair::with_configs(config(1), cb);
+    establish(&mut p);
+    let (qa, qb) = (p.a.qp, p.b.qp);
+    // A's frames reach B up to and including its FIN; then A is gone.
+    let mut fin_sent = false;
+    p.a_to_b = Box::new(move |f: &mut Vec<u8>| {
+        if fin_sent {
+            return false;
+        }
+        fin_sent = f.len() > 47 && f[23] == 6 && f[47] & 0x01 != 0;
+        true
+    });
+    p.a.eng.disconnect(p.now, qa).unwrap();
+    p.run(false);
+    let eb = p.b.take_events();
+    let peer_closed = eb
+        .iter()
+        .filter(|e| matches!(e, Event::PeerClosed { qp, .. } if *qp == qb))
+        .count();
+    assert_eq!(peer_closed, 1, "{eb:?}");
+    assert_eq!(disconnects(&eb), 0, "the close is not complete: {eb:?}");
+    assert_eq!(p.b.eng.rnic().query_qp(qb).unwrap().state, QpState::Closing);
+    let conn =
+        p.b.eng
+            .qp_conn(qb)
+            .expect("still attached until the close completes");
+    assert_eq!(
+        p.b.eng.conn(conn).unwrap().tcp.state(),
+        iwarp_tcp::TcpState::LastAck,
+        "our FIN is out"
+    );
+    // The close ends without A: Disconnected once, no second PeerClosed.
+    p.run_until(|p| p.b.eng.qp_conn(qb).is_none());
+    let eb = p.b.take_events();
+    assert_eq!(disconnects(&eb), 1, "{eb:?}");
+    assert!(
+        !eb.iter().any(|e| matches!(e, Event::PeerClosed { .. })),
+        "{eb:?}"
+    );
+}

@@ -141,6 +141,7 @@ impl Owned {
             Event::Rejected { conn, .. } | Event::ConnectFailed { conn, .. } => {
                 self.conns.remove(&conn)
             }
+            Event::PeerClosed { qp, .. } => self.qps.contains(&qp),
             Event::Disconnected { conn, qp } => {
                 self.conns.remove(&conn);
                 self.live.remove(&qp);

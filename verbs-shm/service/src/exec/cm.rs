@@ -58,6 +58,7 @@ impl ShmService {
                         client,
                         cm_id,
                         qp: Some(qp),
+                        close_told: false,
                     },
                 );
                 if let Some(q) = self.qps.get_mut(&qp) {
@@ -91,6 +92,7 @@ impl ShmService {
                         client,
                         cm_id,
                         qp: Some(qp),
+                        close_told: false,
                     },
                 );
                 if let Some(q) = self.qps.get_mut(&qp) {
