@@ -336,7 +336,8 @@ impl Scale {
             match ev {
                 Event::Established { .. } => t.a_established += 1,
                 Event::Disconnected { .. } => t.a_disconnected += 1,
-                Event::Async(_) | Event::CqNotify(_) => {}
+                // The close completes at `Disconnected` (counted there).
+                Event::PeerClosed { .. } | Event::Async(_) | Event::CqNotify(_) => {}
                 other => return Err(err(other, "A")),
             }
         }
@@ -356,7 +357,7 @@ impl Scale {
                 }
                 Event::Established { .. } => t.b_established += 1,
                 Event::Disconnected { .. } => t.b_disconnected += 1,
-                Event::Async(_) | Event::CqNotify(_) => {}
+                Event::PeerClosed { .. } | Event::Async(_) | Event::CqNotify(_) => {}
                 other => return Err(err(other, "B")),
             }
         }

@@ -108,7 +108,9 @@ fn stopped_daemon_gives_daemon_gone_and_the_peer_sees_a_disconnect() {
 
     pair.b.stop();
     check_everything_gone(&mut b, &mut bqp);
-    let ev = a.cm_event();
+    let ev =
+        a.cm.get_event_timeout(WAIT)
+            .unwrap_or_else(|e| panic!("A: no CM event: {e}\n{}", pair.logs()));
     assert_eq!(ev.id, aid.handle(), "{ev:?}");
     assert!(matches!(ev.event, CmEvent::Disconnected), "A sees {ev:?}");
 }
