@@ -199,9 +199,13 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            let mut slot = [0u8; SEND_SLOT_SIZE];
-            slot.copy_from_slice(&self.slots[i * SEND_SLOT_SIZE..(i + 1) * SEND_SLOT_SIZE]);
-            let r = match decode_send_wr(&slot) {
+            // Decoded where `pop_burst` put it: a copy into a local array first made the
+            // decoder's 16-byte loads wait on the copy's stores (store forwarding across
+            // two stores fails), a third of the decode's time in the daemon's profile.
+            let Some(slot) = self.slots.as_chunks::<SEND_SLOT_SIZE>().0.get(i) else {
+                break;
+            };
+            let r = match decode_send_wr(slot) {
                 Err(e) => Err(error_cqe(
                     e.wr_id,
                     WcStatus::InvalidWqe,
@@ -274,9 +278,11 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            let mut slot = [0u8; RECV_SLOT_SIZE];
-            slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
-            let r = match decode_recv_wr(&slot) {
+            // Decoded in place, as in `serve_sq`.
+            let Some(slot) = self.slots.as_chunks::<RECV_SLOT_SIZE>().0.get(i) else {
+                break;
+            };
+            let r = match decode_recv_wr(slot) {
                 Err(e) => Err(error_cqe(
                     e.wr_id,
                     WcStatus::InvalidWqe,
@@ -329,9 +335,11 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            let mut slot = [0u8; RECV_SLOT_SIZE];
-            slot.copy_from_slice(&self.slots[i * RECV_SLOT_SIZE..(i + 1) * RECV_SLOT_SIZE]);
-            let r = match decode_recv_wr(&slot) {
+            // Decoded in place, as in `serve_sq`.
+            let Some(slot) = self.slots.as_chunks::<RECV_SLOT_SIZE>().0.get(i) else {
+                break;
+            };
+            let r = match decode_recv_wr(slot) {
                 Err(e) => Err(error_cqe(
                     e.wr_id,
                     WcStatus::InvalidWqe,
