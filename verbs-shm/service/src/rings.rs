@@ -62,6 +62,14 @@ fn error_cqe(wr_id: u64, status: WcStatus, opcode: WcOpcode, qp: u32) -> Cqe {
     }
 }
 
+/// Slot `i` of the `N`-byte slots a `pop_burst` put in `slots`, decoded where it lies
+/// (None past the buffer). A copy into a local array first made the decoder's 16-byte
+/// loads wait on the copy's stores (store forwarding across two stores fails): a third
+/// of the decode's time in the daemon's profile (docs/BENCHMARKS.md).
+fn popped<const N: usize>(slots: &[u8], i: usize) -> Option<&[u8; N]> {
+    slots.as_chunks::<N>().0.get(i)
+}
+
 impl ShmService {
     /// Takes every attached client's doorbells of this core and queues the rings they
     /// name (each ring at most once).
@@ -199,10 +207,7 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            // Decoded where `pop_burst` put it: a copy into a local array first made the
-            // decoder's 16-byte loads wait on the copy's stores (store forwarding across
-            // two stores fails), a third of the decode's time in the daemon's profile.
-            let Some(slot) = self.slots.as_chunks::<SEND_SLOT_SIZE>().0.get(i) else {
+            let Some(slot) = popped::<SEND_SLOT_SIZE>(&self.slots, i) else {
                 break;
             };
             let r = match decode_send_wr(slot) {
@@ -278,8 +283,7 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            // Decoded in place, as in `serve_sq`.
-            let Some(slot) = self.slots.as_chunks::<RECV_SLOT_SIZE>().0.get(i) else {
+            let Some(slot) = popped::<RECV_SLOT_SIZE>(&self.slots, i) else {
                 break;
             };
             let r = match decode_recv_wr(slot) {
@@ -335,8 +339,7 @@ impl ShmService {
         };
         let (mut posted, mut rejected) = (0u64, 0u64);
         for i in 0..n {
-            // Decoded in place, as in `serve_sq`.
-            let Some(slot) = self.slots.as_chunks::<RECV_SLOT_SIZE>().0.get(i) else {
+            let Some(slot) = popped::<RECV_SLOT_SIZE>(&self.slots, i) else {
                 break;
             };
             let r = match decode_recv_wr(slot) {

@@ -248,6 +248,11 @@ impl Side {
     }
 }
 
+/// A frame with the TCP FIN flag (TCP flags at 14 + 20 + 13, FIN = 0x01).
+pub fn carries_fin(f: &[u8]) -> bool {
+    f.get(47).is_some_and(|flags| flags & 0x01 != 0)
+}
+
 /// Two sides over a wire that loses what `b_drop` says of B's frames.
 pub struct World {
     pub a: Side,

@@ -19,6 +19,11 @@ fn async_kinds(events: &[Event], qp: iwarp_types::QpId) -> Vec<AsyncEventKind> {
         .collect()
 }
 
+/// An IPv4 TCP frame with FIN set (TCP flags at 14 + 20 + 13).
+fn carries_fin(f: &[u8]) -> bool {
+    f.len() > 47 && f[23] == 6 && f[47] & 0x01 != 0
+}
+
 fn disconnects(events: &[Event]) -> usize {
     events
         .iter()
@@ -124,7 +129,7 @@ fn fin_wait_2_with_a_silent_peer_is_bounded() {
     establish(&mut p);
     let qa = p.a.qp;
     // B's FIN never arrives (its segments carrying FIN are lost), its ACKs do.
-    p.b_to_a = Box::new(|f: &mut Vec<u8>| !(f.len() > 47 && f[23] == 6 && f[47] & 0x01 != 0));
+    p.b_to_a = Box::new(|f: &mut Vec<u8>| !carries_fin(f));
     let start = p.now;
     p.a.eng.disconnect(p.now, qa).unwrap();
     p.run_until(|p| p.a.eng.rnic().query_qp(qa).unwrap().state != QpState::Rts);
@@ -201,7 +206,7 @@ fn a_peer_close_is_reported_at_once_even_if_the_peer_vanishes() {
         if fin_sent {
             return false;
         }
-        fin_sent = f.len() > 47 && f[23] == 6 && f[47] & 0x01 != 0;
+        fin_sent = carries_fin(f);
         true
     });
     p.a.eng.disconnect(p.now, qa).unwrap();
