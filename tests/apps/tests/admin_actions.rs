@@ -5,6 +5,7 @@
 //! the frames of a connection into a pcap file the operator's iwarpctl created,
 //! `counters --watch` prints one reading per interval with what moved.
 
+use std::io::{BufRead, Read};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -146,20 +147,32 @@ fn iwarpctl_watches_the_counters_move_interval_by_interval() {
     let _lock = SystemLock::acquire();
     let pair = DaemonPair::start("admwatch");
     let bin = iwarp_apps::system::workspace_bin("iwarpctl", "iwarpctl");
-    let watch = Command::new(&bin)
+    // Five readings, one a second. The connection is made after the first is printed,
+    // so iwarpctl's baseline was read before it: started together, a slow iwarpctl (a
+    // loaded machine) could take its baseline after the connection and see no change.
+    const READINGS: usize = 5;
+    let mut watch = Command::new(&bin)
         .arg("--socket")
         .arg(&pair.b.socket)
-        .args(["--json", "counters", "--watch", "1", "--count", "3"])
+        .args(["--json", "counters", "--watch", "1", "--count"])
+        .arg(READINGS.to_string())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run iwarpctl");
+    let mut stdout = std::io::BufReader::new(watch.stdout.take().expect("piped stdout"));
+    let mut text = String::new();
+    stdout
+        .read_line(&mut text)
+        .expect("iwarpctl's first reading");
     // Something moves meanwhile: a connection to B.
     let mut a = Side::open("A", &pair.a.socket);
     let mut b = Side::open("B", &pair.b.socket);
     let _conn = connect(&mut a, A_IP, &mut b, 9603, b"watch", b"");
+    stdout
+        .read_to_string(&mut text)
+        .expect("iwarpctl's readings");
     let out = watch.wait_with_output().expect("iwarpctl output");
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(
         out.status.success(),
         "iwarpctl counters --watch: {text}{}",
@@ -171,8 +184,8 @@ fn iwarpctl_watches_the_counters_move_interval_by_interval() {
         .collect();
     assert_eq!(
         lines.len(),
-        3,
-        "one reading per interval, --count 3: {text}"
+        READINGS,
+        "one reading per interval, --count {READINGS}: {text}"
     );
     let mut t_prev = 0.0;
     for l in &lines {
@@ -185,6 +198,12 @@ fn iwarpctl_watches_the_counters_move_interval_by_interval() {
             "totals in every reading: {l}"
         );
     }
+    assert_eq!(
+        lines[0]["total"]["conns_established"].as_u64(),
+        Some(0),
+        "no connection before the first reading: {}",
+        lines[0]
+    );
     let established: i64 = lines
         .iter()
         .filter_map(|l| l["change"]["conns_established"].as_i64())
@@ -193,6 +212,6 @@ fn iwarpctl_watches_the_counters_move_interval_by_interval() {
         established, 1,
         "the connection shows in the interval it came: {text}"
     );
-    let last = &lines[2]["total"];
+    let last = &lines[READINGS - 1]["total"];
     assert!(last["frames_rx"].as_u64().unwrap_or(0) > 0, "{last}");
 }
