@@ -467,7 +467,7 @@ mod tests {
             probe: ProbeConfig {
                 cpus: two_cpus(),
                 rounds: 3,
-                round: Duration::from_millis(20),
+                round: Duration::from_millis(50),
             },
             slots: 64,
             slot_bytes: 2048,
@@ -475,8 +475,10 @@ mod tests {
         };
         let v = cross_cpu_ring_gbps(&cfg).expect("ring");
         assert_eq!(v.len(), 3);
-        // Frames went through in every round (a round of 20 ms moves thousands).
-        assert!(v.iter().all(|g| g.is_finite() && *g > 0.0), "{v:?}");
+        // Frames went through (a round of 50 ms moves thousands; on a loaded machine the
+        // consumer thread may miss a whole round, so not necessarily in every one).
+        assert!(v.iter().all(|g| g.is_finite() && *g >= 0.0), "{v:?}");
+        assert!(v.iter().sum::<f64>() > 0.0, "{v:?}");
         let bad = |slots, slot_bytes, frame_bytes| RingConfig {
             slots,
             slot_bytes,

@@ -190,7 +190,9 @@ mod tests {
                 assert!(step > 64 && step < slots - 64, "{slots}: step {step}");
             }
             let r = limit_spread_bytes_per_s(64, slots, Duration::from_millis(2));
-            assert!(r.is_finite() && r > 1e6, "{slots}: {r}");
+            // Positive only: a rate over 2 ms of wall clock says nothing on a loaded
+            // machine (one preemption and a batch of passes looks slow).
+            assert!(r.is_finite() && r > 0.0, "{slots}: {r}");
         }
         assert_eq!(gcd(12, 8), 4);
         assert_eq!(gcd(7, 10_000), 1);
@@ -199,7 +201,7 @@ mod tests {
     #[test]
     fn limit_is_positive_and_finite() {
         let r = limit_bytes_per_s(64, Duration::from_millis(5));
-        assert!(r.is_finite() && r > 1e6, "{r}");
+        assert!(r.is_finite() && r > 0.0, "{r}");
         let r = limit_bytes_per_s(0, Duration::from_millis(1));
         assert!(r.is_finite() && r > 0.0, "{r}");
     }

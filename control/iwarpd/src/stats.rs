@@ -1,6 +1,8 @@
 //! The stats socket: a unix stream socket where `iwarpd stats` (or `socat`) reads the
-//! counters of a running daemon. Request: one line, `table` or `json`. Reply: the text,
-//! then the connection is closed. Served by the control thread, never by a core.
+//! counters of a running daemon. Request: one line, `table` or `json` (any other line gets
+//! the table). Reply: the text, then the connection is closed. A client that sends no
+//! request within 100 ms is closed without an answer (the control thread does not wait
+//! longer); `query` then asks again. Served by the control thread, never by a core.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -66,27 +68,51 @@ fn answer(stream: UnixStream, render: &mut dyn FnMut(bool) -> String) -> std::io
     stream.set_read_timeout(Some(StdDuration::from_millis(100)))?;
     stream.set_write_timeout(Some(StdDuration::from_millis(100)))?;
     let mut line = String::new();
-    let _ = BufReader::new(stream.try_clone()?.take(64)).read_line(&mut line);
-    let json = line.trim() == "json";
+    let got = BufReader::new(stream.try_clone()?.take(64)).read_line(&mut line);
+    let json = match line.trim() {
+        "json" => true,
+        "table" => false,
+        _ if got.is_ok() && line.ends_with('\n') => false,
+        // Nothing (or half a line) within the read timeout: no answer rather than a
+        // guess; a client that was slow to write asks again.
+        _ => return Ok(()),
+    };
     let mut s = stream;
     s.write_all(render(json).as_bytes())
 }
 
+/// How many times `query` asks before it gives up on a daemon that closes without an
+/// answer (its request was not read in time: this process was descheduled between its
+/// connect and its write).
+const QUERY_ATTEMPTS: u32 = 5;
+
 /// `iwarpd stats`: asks the daemon at `path` and returns its answer.
 pub fn query(path: &Path, json: bool) -> Result<String, String> {
-    let mut s = UnixStream::connect(path).map_err(|e| {
-        format!(
-            "cannot reach the daemon's stats socket {}: {e} (is iwarpd running with this daemon.name?)",
-            path.display()
-        )
-    })?;
-    let _ = s.set_read_timeout(Some(StdDuration::from_secs(5)));
-    s.write_all(if json { b"json\n" } else { b"table\n" })
-        .map_err(|e| format!("stats socket {}: {e}", path.display()))?;
-    let mut out = String::new();
-    s.read_to_string(&mut out)
-        .map_err(|e| format!("stats socket {}: {e}", path.display()))?;
-    Ok(out)
+    let mut last = String::new();
+    for _ in 0..QUERY_ATTEMPTS {
+        let mut s = UnixStream::connect(path).map_err(|e| {
+            format!(
+                "cannot reach the daemon's stats socket {}: {e} (is iwarpd running with this daemon.name?)",
+                path.display()
+            )
+        })?;
+        let _ = s.set_read_timeout(Some(StdDuration::from_secs(5)));
+        let mut out = String::new();
+        // A write or read that fails (the daemon closed first) is a refusal like an
+        // empty answer: asked again.
+        match s
+            .write_all(if json { b"json\n" } else { b"table\n" })
+            .and_then(|()| s.read_to_string(&mut out))
+        {
+            Ok(_) if !out.is_empty() => return Ok(out),
+            Ok(_) => last = "closed without an answer".to_string(),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    Err(format!(
+        "stats socket {}: no answer in {QUERY_ATTEMPTS} attempts (last: {last})",
+        path.display()
+    ))
 }
 
 #[cfg(test)]
@@ -104,7 +130,8 @@ mod tests {
         let p2 = path.clone();
         let client = std::thread::spawn(move || query(&p2, true));
         let mut asked = None;
-        for _ in 0..500 {
+        let end = std::time::Instant::now() + StdDuration::from_secs(30);
+        while std::time::Instant::now() < end {
             server.serve(&mut |json| {
                 asked = Some(json);
                 "{\"ok\":1}".to_string()
@@ -119,6 +146,63 @@ mod tests {
         drop(server);
         assert!(!path.exists());
         assert!(query(&path, false).unwrap_err().contains("cannot reach"));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_client_that_asks_nothing_gets_no_answer_and_query_asks_again() {
+        let dir = std::env::temp_dir().join(format!("iwarpd-stats-mute-{}", std::process::id()));
+        let path = dir.join("s.sock");
+        let server = StatsServer::bind(&path).expect("bind");
+        // Connected, silent: after the read timeout it is closed unanswered.
+        let mut mute = UnixStream::connect(&path).expect("connect");
+        let mut rendered = 0;
+        server.serve(&mut |_| {
+            rendered += 1;
+            "x".to_string()
+        });
+        assert_eq!(rendered, 0, "no request, no rendering");
+        let mut out = String::new();
+        mute.read_to_string(&mut out).expect("closed");
+        assert_eq!(out, "", "no answer to no request");
+        // Half a line, then the writer closes: no answer either.
+        let mut half = UnixStream::connect(&path).expect("connect");
+        half.write_all(b"js").expect("write");
+        half.shutdown(std::net::Shutdown::Write).expect("shutdown");
+        server.serve(&mut |_| "x".to_string());
+        out.clear();
+        half.read_to_string(&mut out).expect("closed");
+        assert_eq!(out, "");
+        // An unknown whole line gets the table.
+        let mut other = UnixStream::connect(&path).expect("connect");
+        other.write_all(b"counters\n").expect("write");
+        let mut json = None;
+        server.serve(&mut |j| {
+            json = Some(j);
+            "t".to_string()
+        });
+        out.clear();
+        other.read_to_string(&mut out).expect("answer");
+        assert_eq!((out.as_str(), json), ("t", Some(false)));
+        // A server that answers nothing: query gives up with an error, not an empty answer.
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let p2 = path.clone();
+        let client = std::thread::spawn(move || query(&p2, true));
+        let listener = server.listener.try_clone().expect("clone");
+        let s2 = stop.clone();
+        let closer = std::thread::spawn(move || {
+            while !s2.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((c, _)) = listener.accept() {
+                    drop(c);
+                }
+                std::thread::sleep(StdDuration::from_millis(1));
+            }
+        });
+        let err = client.join().unwrap().unwrap_err();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        closer.join().unwrap();
+        assert!(err.contains("no answer in 5 attempts"), "{err}");
+        drop(server);
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -1,7 +1,7 @@
 //! The daemon as operators meet it: bad configuration, a missing port, a busy memif socket,
 //! no hugepages, signals, a memif peer that goes away first, and the two-daemon memif demo.
 //! Each case runs the real `iwarpd` binary (DPDK, root) and checks its exit status and its
-//! one clear message. The cases run one after another (one test), because every daemon
+//! one clear message. The cases run one after another (`serial`), because every daemon
 //! takes a CPU of this small machine.
 
 use std::path::Path;
@@ -9,6 +9,17 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
+
+/// Held by each test for its whole run: the test threads would otherwise start their
+/// busy-polling daemons side by side on two CPUs and starve each other's start-up.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed holding it poisons it; the next one still runs.
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 fn root() -> &'static Path {
     Box::leak(
@@ -73,7 +84,9 @@ fn start(name: &str, extra: &[&str]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn iwarpd");
-    for _ in 0..200 {
+    // DPDK's start on a loaded machine can take tens of seconds.
+    let end = Instant::now() + Duration::from_secs(120);
+    while Instant::now() < end {
         if run(&["--name", name, "stats"]).status.success() {
             return child;
         }
@@ -84,7 +97,8 @@ fn start(name: &str, extra: &[&str]) -> Child {
         std::thread::sleep(Duration::from_millis(50));
     }
     signal(&child, "-KILL");
-    panic!("daemon {name} did not come up");
+    let o = child.wait_with_output().expect("output");
+    panic!("daemon {name} did not come up in 120 s: {}", text(&o));
 }
 
 /// Every thread of `child` but its dataplane lcores (`rte-worker-*`) may not run on
@@ -132,6 +146,7 @@ fn is_root() -> bool {
 
 #[test]
 fn operator_facing_behaviour() {
+    let _serial = serial();
     let id = std::process::id();
     // Configuration errors: exit 2, the offending field named, nothing started.
     expect_fail(
@@ -355,6 +370,7 @@ fn operator_facing_behaviour() {
 
 #[test]
 fn memif_demo_moves_verified_data() {
+    let _serial = serial();
     if !need_root("memif_demo_moves_verified_data") {
         return;
     }
@@ -370,6 +386,7 @@ fn memif_demo_moves_verified_data() {
 
 #[test]
 fn two_cores_per_daemon_share_the_qps_without_forwarding() {
+    let _serial = serial();
     if !need_root("two_cores_per_daemon_share_the_qps_without_forwarding") {
         return;
     }
@@ -481,6 +498,7 @@ fn files_of(name: &str, memif: &str) -> Vec<String> {
 
 #[test]
 fn every_stop_signal_ends_in_order_and_a_killed_daemon_is_replaced() {
+    let _serial = serial();
     if !need_root("the signal cases") {
         return;
     }
@@ -575,6 +593,7 @@ fn total_value(json: &str, key: &str) -> Option<u64> {
 
 #[test]
 fn a_dead_peers_connections_end_within_the_configured_tcp_bound() {
+    let _serial = serial();
     if !need_root("the dead-peer case") {
         return;
     }

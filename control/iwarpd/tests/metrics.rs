@@ -10,6 +10,18 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_iwarpd");
 
+/// Held by each test for its whole run: the test threads would otherwise start their
+/// busy-polling daemons side by side on two CPUs (and one test's scrapes could take the
+/// port another test's daemon is about to listen on).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    // A test that failed holding it poisons it; the next one still runs.
+    SERIAL
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status")
         .map(|s| {
@@ -131,6 +143,7 @@ fn checker(program: &str, args: &[&str], input: &str, package: &str) -> Option<S
 
 #[test]
 fn a_scrape_of_a_running_daemon_is_valid_openmetrics() {
+    let _serial = serial();
     if !is_root() {
         assert!(!ci(), "the metrics test needs root (DPDK) under CI=true");
         eprintln!("not root: the metrics test skipped");
@@ -279,6 +292,7 @@ fn a_scrape_of_a_running_daemon_is_valid_openmetrics() {
 /// `/iwarp/core,N` and `/iwarp/port,N`; an index out of range is an error (null).
 #[test]
 fn dpdk_telemetry_serves_the_counters() {
+    let _serial = serial();
     if !is_root() {
         assert!(!ci(), "the telemetry test needs root (DPDK) under CI=true");
         eprintln!("not root: the telemetry test skipped");
@@ -353,6 +367,7 @@ fn dpdk_telemetry_serves_the_counters() {
 /// output has one line per second before the final report (issue 16 items 1 and 5).
 #[test]
 fn a_load_generator_run_shows_its_progress_and_latency_histogram() {
+    let _serial = serial();
     if !is_root() {
         assert!(
             !ci(),
@@ -404,7 +419,7 @@ fn a_load_generator_run_shows_its_progress_and_latency_histogram() {
         .arg(format!("net_memif0,role=client,socket={sock}"))
         .args(["loadgen", "--peer", "198.18.0.1:7000", "--op", "write"])
         .args(["--size", "4K", "--qps", "2", "--depth", "4", "--verify"])
-        .args(["--seconds", "4", "--warmup-seconds", "0", "--interval", "1"])
+        .args(["--seconds", "6", "--warmup-seconds", "0", "--interval", "1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -488,6 +503,6 @@ fn a_load_generator_run_shows_its_progress_and_latency_histogram() {
         .lines()
         .filter(|l| l.starts_with('[') && l.contains(" Gbit/s ") && l.contains(" p99 "))
         .collect();
-    assert!(lines.len() >= 3, "interval lines of a 4 s run: {out}");
+    assert!(lines.len() >= 3, "interval lines of a 6 s run: {out}");
     assert!(out.contains("verify mismatches 0"), "{out}");
 }

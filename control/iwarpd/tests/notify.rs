@@ -27,11 +27,14 @@ fn recv(sock: &UnixDatagram, within: Duration) -> Option<String> {
     Some(String::from_utf8_lossy(&buf[..n]).into_owned())
 }
 
-/// Reads notifications until one contains `key`; returns it.
+/// Reads notifications until one contains `key` (within 120 s: DPDK's start on a loaded
+/// machine may be silent for a long time before READY=1); returns it.
 fn until(sock: &UnixDatagram, key: &str, seen: &mut Vec<String>) -> Option<String> {
     let end = Instant::now() + Duration::from_secs(120);
     while Instant::now() < end {
-        let m = recv(sock, Duration::from_secs(5))?;
+        let Some(m) = recv(sock, Duration::from_secs(1)) else {
+            continue;
+        };
         seen.push(m.clone());
         if m.lines().any(|l| l == key) {
             return Some(m);

@@ -178,6 +178,15 @@ fn crash_cycles(seed: u64) {
     );
     let (mut bystander, mut bout) = spawn_client(&pair.b.socket, BYSTANDER);
     let bystander_id = ready(&mut bout, "bystander");
+    // Its progress lines are read as they come (a full pipe would stop it).
+    let bout = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in bout.lines().map_while(std::io::Result::ok) {
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
     wait_news(
         &rx,
         |n| matches!(n, News::Up(BYSTANDER)),
@@ -230,11 +239,7 @@ fn crash_cycles(seed: u64) {
     // The bystander stops cleanly, having seen no error in all that time.
     drop(bystander.stdin.take());
     let st = bystander.wait().expect("wait bystander");
-    let mut rest = String::new();
-    for line in bout.lines() {
-        rest.push_str(&line.unwrap_or_default());
-        rest.push('\n');
-    }
+    let rest = bout.join().expect("the bystander's output");
     assert!(st.success(), "the bystander failed ({st}):\n{rest}");
     let done: u64 = rest
         .lines()

@@ -12,8 +12,9 @@ use iwarp_verbs::*;
 
 const A_IP: [u8; 4] = [198, 18, 0, 1];
 
-/// How long a client may take to notice its daemon is gone.
-const NOTICE: Duration = Duration::from_secs(3);
+/// How long a client may take to notice its daemon is gone: at once (milliseconds, see
+/// scripts/restart-loop.sh's figures); the bound is for a starved test machine.
+const NOTICE: Duration = Duration::from_secs(10);
 
 fn gone<T: std::fmt::Debug>(what: &str, r: Result<T>) {
     match r {
@@ -55,7 +56,7 @@ fn check_everything_gone(b: &mut Side, bqp: &mut Qp) {
     gone("poll", b.cq.poll(&mut wc));
     gone("alloc_arena", b.ctx.alloc_arena(4096).map(|_| ()));
     gone("query_qp", bqp.query());
-    // Blocking waits return at once instead of hanging.
+    // Blocking waits return at once instead of hanging (well before their 30 s).
     let t = Instant::now();
     gone(
         "cm get_event",
@@ -65,11 +66,7 @@ fn check_everything_gone(b: &mut Side, bqp: &mut Qp) {
         "async event",
         b.ctx.get_async_event_timeout(Duration::from_secs(30)),
     );
-    assert!(
-        t.elapsed() < Duration::from_secs(2),
-        "waits returned in {:?}",
-        t.elapsed()
-    );
+    assert!(t.elapsed() < NOTICE, "waits returned in {:?}", t.elapsed());
 }
 
 #[test]

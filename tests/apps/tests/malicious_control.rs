@@ -7,7 +7,7 @@
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::time::Duration;
 
-use iwarp_apps::admin::RawClient;
+use iwarp_apps::admin::{RawClient, REPLY_TIMEOUT};
 use iwarp_apps::{skip, Daemon, SystemLock};
 use iwarp_shm_socket::*;
 
@@ -659,18 +659,14 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     let borrowed: Vec<BorrowedFd<'_>> = many.iter().map(|f| f.as_fd()).collect();
     let seq = a.next_seq();
     send_with_fds(&a, &frame(seq, Request::CreateChannel), &borrowed);
-    a.chan
-        .set_recv_timeout(Some(Duration::from_secs(5)))
-        .unwrap();
+    a.chan.set_recv_timeout(Some(REPLY_TIMEOUT)).unwrap();
     s.expect_err_or_close("CreateChannel with 12 descriptors", next_reply(&a));
     drop(a);
 
     // --- Frames that are not messages, each on a fresh connection after Hello.
     let raw_case = |s: &mut Suite, name: &str, bytes: Vec<u8>| {
         let c = RawClient::connect(&d.socket, "garbage").expect("connect");
-        c.chan
-            .set_recv_timeout(Some(Duration::from_secs(5)))
-            .unwrap();
+        c.chan.set_recv_timeout(Some(REPLY_TIMEOUT)).unwrap();
         match c.chan.send_raw(&bytes, &[]) {
             Ok(()) => s.expect_err_or_close(name, next_reply(&c)),
             // The kernel refuses a datagram larger than the socket buffer: fine.
@@ -721,7 +717,7 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     // --- Hello out of order and of another version.
     {
         let c = Channel::connect(&d.socket).expect("connect");
-        c.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_recv_timeout(Some(REPLY_TIMEOUT)).unwrap();
         c.send(
             &ClientMsg {
                 seq: 1,
@@ -738,7 +734,7 @@ fn bad_control_messages_get_errors_and_touch_nothing() {
     }
     {
         let c = Channel::connect(&d.socket).expect("connect");
-        c.set_recv_timeout(Some(Duration::from_secs(5))).unwrap();
+        c.set_recv_timeout(Some(REPLY_TIMEOUT)).unwrap();
         c.send(
             &ClientMsg {
                 seq: 1,

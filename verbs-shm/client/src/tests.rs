@@ -61,6 +61,10 @@ fn send_wr(wr_id: u64) -> SendWr {
     }
 }
 
+/// A bound on what happens at once (a thread wakes, an event is routed): generous, for a
+/// loaded test machine; a hang still fails.
+const AT_ONCE: Duration = Duration::from_secs(10);
+
 #[test]
 fn welcome_maps_the_ring_area() {
     let (d, ctx) = start(2);
@@ -273,7 +277,7 @@ fn timeout_when_the_daemon_does_not_answer() {
     ctx.set_timeout(Duration::from_millis(50));
     let t = Instant::now();
     assert!(matches!(ctx.alloc_pd(), Err(Error::Timeout)));
-    assert!(t.elapsed() < Duration::from_secs(2));
+    assert!(t.elapsed() < AT_ONCE);
     d.set_silent(false);
     ctx.set_timeout(Duration::from_secs(5));
     ctx.alloc_pd().unwrap();
@@ -304,7 +308,7 @@ fn daemon_gone_answers_everything_without_hanging() {
     assert!(matches!(async_wait.join().unwrap(), Err(Error::DaemonGone)));
     assert!(matches!(chan_wait.join().unwrap(), Err(Error::DaemonGone)));
     assert!(matches!(cm_wait.join().unwrap(), Err(Error::DaemonGone)));
-    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    assert!(t.elapsed() < AT_ONCE, "{:?}", t.elapsed());
     assert!(ctx.is_daemon_gone());
     assert!(matches!(qp.post_send(&send_wr(1)), Err(Error::DaemonGone)));
     assert!(matches!(
@@ -334,7 +338,7 @@ fn shutdown_event_or_daemon_state_mark_gone() {
     d.send_event(Event::Shutdown);
     let t = Instant::now();
     while !ctx.is_daemon_gone() {
-        assert!(t.elapsed() < Duration::from_secs(2));
+        assert!(t.elapsed() < AT_ONCE);
         std::thread::sleep(Duration::from_millis(1));
     }
     let mut wc = [EMPTY_CQE; 1];
@@ -374,7 +378,7 @@ fn events_reach_their_queues() {
             ord: 1,
         },
     });
-    let ev = cm.get_event_timeout(Duration::from_secs(2)).unwrap();
+    let ev = cm.get_event_timeout(AT_ONCE).unwrap();
     assert_eq!(ev.id, listener.handle());
     let req = ev.request.expect("a CM id for the request");
     assert_eq!(req.handle(), new);
@@ -384,14 +388,14 @@ fn events_reach_their_queues() {
         event: CmEvent::Disconnected,
     });
     assert!(matches!(
-        cm.get_event_timeout(Duration::from_secs(2)).unwrap().event,
+        cm.get_event_timeout(AT_ONCE).unwrap().event,
         CmEvent::Disconnected
     ));
     d.send_event(Event::Cm {
         id: active.handle(),
         event: CmEvent::DeviceRemoval,
     });
-    let ev = other.get_event_timeout(Duration::from_secs(2)).unwrap();
+    let ev = other.get_event_timeout(AT_ONCE).unwrap();
     assert_eq!(ev.id, active.handle());
     assert!(ev.request.is_none());
     assert!(!readable(ctx.async_fd()));
@@ -400,10 +404,7 @@ fn events_reach_their_queues() {
         kind: AsyncKind::CqOverflow,
     };
     d.send_event(Event::Async(a));
-    assert_eq!(
-        ctx.get_async_event_timeout(Duration::from_secs(2)).unwrap(),
-        a
-    );
+    assert_eq!(ctx.get_async_event_timeout(AT_ONCE).unwrap(), a);
     req.reject(b"no").unwrap();
     assert!(req.reject(&[0u8; 600]).is_err());
     drop(req);
@@ -427,7 +428,7 @@ fn a_migrated_id_takes_its_unread_events_along() {
         d.send_event(Event::Cm { id, event });
     }
     // All three arrived (the last one on the old channel) before the move.
-    let end = std::time::Instant::now() + Duration::from_secs(2);
+    let end = std::time::Instant::now() + AT_ONCE;
     while old.queue.lock_len() < 3 && std::time::Instant::now() < end {
         std::thread::sleep(Duration::from_millis(5));
     }
@@ -438,7 +439,7 @@ fn a_migrated_id_takes_its_unread_events_along() {
         event: CmEvent::Disconnected,
     });
     let got: Vec<CmEvent> = (0..3)
-        .map(|_| new.get_event_timeout(Duration::from_secs(2)).unwrap())
+        .map(|_| new.get_event_timeout(AT_ONCE).unwrap())
         .inspect(|e| assert_eq!(e.id, moving.handle()))
         .map(|e| e.event)
         .collect();
