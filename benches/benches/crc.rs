@@ -1,7 +1,8 @@
 //! The engine's CRC32c (`iwarp_wire::mpa::crc32c`), the `crc32c` crate (SSE 4.2, 3-way
 //! over 768-octet blocks) and the `crc-fast` crate's CRC-32/ISCSI (PCLMULQDQ folding fused
 //! with the CRC instruction, VPCLMULQDQ on AVX-512 CPUs)
-//! at the sizes the engine checksums: a 64-byte WRITE's FPDU, a full FPDU at MTU 1500
+//! at the sizes the engine checksums: an FPDU's ULPDU_Length (2 octets), its ULPDU_Length
+//! and DDP/RDMAP header (18 and 30: tagged and untagged), a 64-byte WRITE's FPDU, a full FPDU at MTU 1500
 //! (1448 octets) and at MTU 9000 (8948 octets), and a 64 KiB buffer (the limit's).
 //!
 //! Run: `CARGO_TARGET_DIR=target-P cargo bench -p iwarp-benches --bench crc --
@@ -12,7 +13,7 @@ use criterion::{BenchmarkId, Criterion, Throughput};
 use std::hint::black_box;
 
 /// Sizes benchmarked, in octets.
-const SIZES: [usize; 4] = [80, 1448, 8948, 65536];
+const SIZES: [usize; 8] = [2, 18, 30, 80, 128, 1448, 8948, 65536];
 
 fn crc(c: &mut Criterion) {
     let buf: Vec<u8> = (0..65536u32)

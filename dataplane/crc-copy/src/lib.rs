@@ -16,7 +16,9 @@
 //! VPCLMULQDQ but no AVX-512 (AMD Zen 3) the same folding with four 256-bit accumulators
 //! (`ymm.rs`). Without their stores both kernels are also the CRC of bytes not copied
 //! ([`crc32c_append`]). Elsewhere, and below [`WIDE_MIN_LEN`] bytes, a plain copy followed
-//! by the `crc32c` crate. The folding constants are `x^n mod P` computed at compile time
+//! by the CRC: up to [`SHORT_MAX_LEN`] bytes the `crc32` instruction inline (an MPA
+//! header, a pad, a 64-byte payload: the `crc32c` crate's set-up costs more than the work
+//! there), else the `crc32c` crate. The folding constants are `x^n mod P` computed at compile time
 //! ([`xpow`]), not tables.
 //!
 //! The crate's plain [`copy`] (and [`copy_from_raw`], [`copy_to_raw`] for shared memory)
@@ -46,6 +48,24 @@ pub use copy::{copy, copy_from_raw, copy_to_raw, has_vector_copy, VECTOR_MIN_LEN
 
 /// Shortest copy the wide path takes (four 64-byte blocks); shorter ones copy, then CRC.
 pub const WIDE_MIN_LEN: usize = 256;
+
+/// Longest piece [`crc32c_append`] runs through the `crc32` instruction inline (8 bytes
+/// per instruction): the `crc32c` crate's set-up (a byte loop to an 8-byte boundary, the
+/// 3-way split) costs more than the work below this. An MPA header (ULPDU_Length and a
+/// DDP/RDMAP header, 16-30 octets), a pad, a 64-byte WRITE's FPDU.
+pub const SHORT_MAX_LEN: usize = 128;
+
+/// True when this CPU has SSE 4.2's `crc32` instruction. `std` caches the answer.
+pub fn has_crc32_instruction() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("sse4.2")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
 
 /// The CRC32c polynomial, bit-reflected.
 const P_REFLECTED: u32 = 0x82F6_3B78;
@@ -145,15 +165,22 @@ pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> 
     // SAFETY: as above; the copy reads what `src` holds at each moment through the
     // pointer (no reference to shared memory is formed), and the CRC is that of `dst`.
     unsafe { copy::copy_from_raw(dst, src) };
-    crc32c::crc32c_append(crc, dst)
+    crc32c_append(crc, dst)
 }
 
 /// CRC32c of `data` continued from `crc`, for bytes that are not copied: the copying
 /// kernels without their stores from [`WIDE_MIN_LEN`] bytes, the 512-bit one on CPUs
-/// that have it ([`has_wide`]), else the 256-bit one ([`has_ymm`]); the `crc32c` crate
-/// otherwise (its 3-way `crc32` instruction runs 9-16 GiB/s at 1.4-64 KiB on the AMD
-/// EPYC VM of docs/BENCHMARKS.md).
+/// that have it ([`has_wide`]), else the 256-bit one ([`has_ymm`]); up to
+/// [`SHORT_MAX_LEN`] bytes the `crc32` instruction inline; the `crc32c` crate otherwise
+/// (its 3-way `crc32` instruction runs 9-16 GiB/s at 1.4-64 KiB on the AMD EPYC VM of
+/// docs/BENCHMARKS.md).
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    if data.len() <= SHORT_MAX_LEN && has_crc32_instruction() {
+        // SAFETY: `data` is valid for `data.len()` bytes of reads and the CPU has SSE 4.2
+        // (checked just above).
+        return unsafe { !wide::crc_bytes(!crc, data.as_ptr(), data.len()) };
+    }
     #[cfg(target_arch = "x86_64")]
     if data.len() >= WIDE_MIN_LEN && has_wide() {
         // SAFETY: `data` is valid for `data.len() >= WIDE_MIN_LEN` bytes of reads and the
@@ -169,10 +196,11 @@ pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     crc32c::crc32c_append(crc, data)
 }
 
-/// The portable path: copy, then the `crc32c` crate over the copy.
+/// The portable path: copy, then the CRC over the copy ([`crc32c_append`]'s choice
+/// below [`WIDE_MIN_LEN`]: the `crc32` instruction inline for short copies).
 fn copy_then_crc(dst: &mut [u8], src: &[u8], crc: u32) -> u32 {
     copy::copy(dst, src);
-    crc32c::crc32c_append(crc, dst)
+    crc32c_append(crc, dst)
 }
 
 #[cfg(test)]
@@ -221,6 +249,13 @@ mod tests {
     /// Every CRC-only path this CPU can run (no copy), by name.
     fn crc_paths() -> Vec<(&'static str, CrcPath)> {
         let mut v: Vec<(&'static str, CrcPath)> = vec![("dispatch", crc32c_append)];
+        #[cfg(target_arch = "x86_64")]
+        if has_crc32_instruction() {
+            v.push(("crc32 instruction", |c, s| {
+                // SAFETY: a live slice, SSE 4.2 checked (any length: the loop has none).
+                unsafe { !wide::crc_bytes(!c, s.as_ptr(), s.len()) }
+            }));
+        }
         #[cfg(target_arch = "x86_64")]
         if has_wide() {
             v.push(("wide", |c, s| {
