@@ -147,6 +147,12 @@ impl<'a> Segment<'a> {
     /// Decodes a whole ULPDU (one DDP segment). A Read Request must be exactly its two
     /// headers ([`DdpError::TrailingBytes`] otherwise); a Terminate header is decoded as the
     /// RFC says (see [`TerminateRepr::parse_any`] for siw's) and trailing bytes are ignored.
+    ///
+    /// Always inlined (the daemon's fat LTO kept it out of line even with `#[inline]`):
+    /// out of line, its result came back through memory written in narrow stores and read
+    /// back wider by the caller, which stalls store-to-load forwarding (two thirds of the
+    /// receive path's `qp_on_ulpdu` in the daemon's profile).
+    #[inline(always)]
     pub fn parse(ulpdu: &'a [u8]) -> Result<Segment<'a>, DdpError> {
         let packet = ddp::Packet::new_checked(ulpdu)?;
         let header = ddp::Repr::parse(&packet)?;
