@@ -1,9 +1,10 @@
 //! The engine's CRC32c (`iwarp_wire::mpa::crc32c`), the `crc32c` crate (SSE 4.2, 3-way
 //! over 768-octet blocks) and the `crc-fast` crate's CRC-32/ISCSI (PCLMULQDQ folding fused
 //! with the CRC instruction, VPCLMULQDQ on AVX-512 CPUs)
-//! at the sizes the engine checksums: an FPDU's ULPDU_Length (2 octets), its ULPDU_Length
-//! and DDP/RDMAP header (18 and 30: tagged and untagged), a 64-byte WRITE's FPDU, a full FPDU at MTU 1500
-//! (1448 octets) and at MTU 9000 (8948 octets), and a 64 KiB buffer (the limit's).
+//! at the sizes the engine checksums: short pieces (2 octets: an FPDU's ULPDU_Length; 18:
+//! an untagged DDP/RDMAP header; 30), a 64-byte WRITE's FPDU (80), 128 (the longest the
+//! inline `crc32` path takes), a full FPDU at MTU 1500 (1448 octets) and at MTU 9000
+//! (8948 octets), and a 64 KiB buffer (the limit's).
 //!
 //! Run: `CARGO_TARGET_DIR=target-P cargo bench -p iwarp-benches --bench crc --
 //! --warm-up-time 1 --measurement-time 2`. The engine keeps whichever is faster at 1448

@@ -18,8 +18,8 @@
 //! ([`crc32c_append`]). Elsewhere, and below [`WIDE_MIN_LEN`] bytes, a plain copy followed
 //! by the CRC: up to [`SHORT_MAX_LEN`] bytes the `crc32` instruction inline (an MPA
 //! header, a pad, a 64-byte payload: the `crc32c` crate's set-up costs more than the work
-//! there), else the `crc32c` crate. The folding constants are `x^n mod P` computed at compile time
-//! ([`xpow`]), not tables.
+//! there), else the `crc32c` crate. The folding constants are `x^n mod P` computed at
+//! compile time ([`xpow`]), not tables.
 //!
 //! The crate's plain [`copy`] (and [`copy_from_raw`], [`copy_to_raw`] for shared memory)
 //! is the engine's payload copy: an AVX2 loop instead of glibc's `memcpy`, whose
@@ -51,8 +51,8 @@ pub const WIDE_MIN_LEN: usize = 256;
 
 /// Longest piece [`crc32c_append`] runs through the `crc32` instruction inline (8 bytes
 /// per instruction): the `crc32c` crate's set-up (a byte loop to an 8-byte boundary, the
-/// 3-way split) costs more than the work below this. An MPA header (ULPDU_Length and a
-/// DDP/RDMAP header, 16-30 octets), a pad, a 64-byte WRITE's FPDU.
+/// 3-way split) costs more than the work below this: an FPDU's ULPDU_Length (2 octets),
+/// its DDP/RDMAP header (14 tagged, 18 untagged), its pad, a 64-byte WRITE's whole FPDU.
 pub const SHORT_MAX_LEN: usize = 128;
 
 /// True when this CPU has SSE 4.2's `crc32` instruction. `std` caches the answer.
@@ -177,8 +177,8 @@ pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> 
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if data.len() <= SHORT_MAX_LEN && has_crc32_instruction() {
-        // SAFETY: `data` is valid for `data.len()` bytes of reads and the CPU has SSE 4.2
-        // (checked just above).
+        // SAFETY: `crc_bytes` reads exactly `data.len()` bytes from `data.as_ptr()` (any
+        // length), which the slice makes readable; it needs SSE 4.2, checked just above.
         return unsafe { !wide::crc_bytes(!crc, data.as_ptr(), data.len()) };
     }
     #[cfg(target_arch = "x86_64")]
@@ -252,7 +252,8 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if has_crc32_instruction() {
             v.push(("crc32 instruction", |c, s| {
-                // SAFETY: a live slice, SSE 4.2 checked (any length: the loop has none).
+                // SAFETY: `crc_bytes` reads exactly `s.len()` bytes of the live slice `s`
+                // (any length); SSE 4.2 checked just above.
                 unsafe { !wide::crc_bytes(!c, s.as_ptr(), s.len()) }
             }));
         }

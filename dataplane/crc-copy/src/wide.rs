@@ -101,24 +101,27 @@ pub(crate) unsafe fn crc_bytes(mut state: u32, mut p: *const u8, mut n: usize) -
     }
     // At most one step of each smaller width (7 bytes in 3 instructions, not 7).
     if n >= 4 {
-        // SAFETY: `p` has at least 4 readable bytes left.
+        // SAFETY: `n >= 4` bytes of the caller's readable range are left at `p`; the read
+        // is unaligned.
         let v = unsafe { p.cast::<u32>().read_unaligned() };
         state = _mm_crc32_u32(state, v);
-        // SAFETY: stays within (or one past) the caller's range.
+        // SAFETY: `n >= 4`: the pointer stays within (or one past) the caller's range.
         p = unsafe { p.add(4) };
         n -= 4;
     }
     if n >= 2 {
-        // SAFETY: `p` has at least 2 readable bytes left.
+        // SAFETY: `n >= 2` bytes of the caller's readable range are left at `p`; the read
+        // is unaligned.
         let v = unsafe { p.cast::<u16>().read_unaligned() };
         state = _mm_crc32_u16(state, v);
-        // SAFETY: as above.
+        // SAFETY: `n >= 2`: the pointer stays within (or one past) the caller's range.
         p = unsafe { p.add(2) };
         n -= 2;
     }
     if n == 1 {
-        // SAFETY: `p` has one readable byte left.
-        state = _mm_crc32_u8(state, unsafe { p.read() });
+        // SAFETY: `n == 1`: the last byte of the caller's readable range is at `p`.
+        let v = unsafe { p.read() };
+        state = _mm_crc32_u8(state, v);
     }
     state
 }

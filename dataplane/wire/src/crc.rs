@@ -13,11 +13,11 @@
 //!
 //! Four implementations compute it, whichever is faster on the CPU (measured with
 //! `benches/benches/crc.rs`, see docs/BENCHMARKS.md): up to
-//! `iwarp_crc_copy::SHORT_MAX_LEN` octets (128; an MPA header, a pad, a 64-byte WRITE's
-//! FPDU) the `crc32` instruction inline, 8 octets per instruction, started or continued
+//! `iwarp_crc_copy::SHORT_MAX_LEN` octets (128: ULPDU_Length, a DDP/RDMAP header, a pad,
+//! a 64-byte WRITE's FPDU) the `crc32` instruction inline, 8 octets per instruction, started or continued
 //! (AMD Zen 4: 3.5 / 3.8 / 4.3 ns at 2 / 18 / 80 octets against `crc-fast`'s 7.6 / 5.5 /
 //! 5.8 and the `crc32c` crate's 11.6 / 8.1 / 9.0, whose set-up dominates there,
-//! 2026-12-06, second session); up to [`CRC_FAST_MAX_LEN`] octets from a fresh start,
+//! 2026-12-06; on CPUs without SSE 4.2 the next one takes these too); up to [`CRC_FAST_MAX_LEN`] octets from a fresh start,
 //! `crc-fast` (CRC-32/ISCSI: a dedicated path for short buffers, no digest set-up);
 //! above it `iwarp_crc_copy::crc32c_append`, the carry-less folding of
 //! the transmit copy without its stores: 512 bits at a time on CPUs with AVX-512 and
@@ -26,7 +26,8 @@
 //! but no AVX-512 (AMD Zen 3: 17.9 GiB/s at 1448 octets and 19.0 at 8948 against the
 //! `crc32c` crate's 9.8 and 14.2, 2026-12-03), the `crc32c` crate (SSE 4.2 / ARMv8 CRC
 //! instruction, 3-way interleaved) on the others, where it beats `crc-fast`'s 128-bit
-//! folding. Payload copied and CRC'd in one pass (transmit) is `iwarp-crc-copy`'s too. All compute the same function (tested).
+//! folding. Payload copied and CRC'd in one pass (transmit) is `iwarp-crc-copy`'s too.
+//! All compute the same function (tested).
 
 /// Length of the MPA CRC field.
 pub const MPA_CRC_LEN: usize = 4;
@@ -39,7 +40,7 @@ pub const CRC_FAST_MAX_LEN: usize = 256;
 
 /// CRC32c of one slice.
 pub fn crc32c(data: &[u8]) -> u32 {
-    if data.len() <= iwarp_crc_copy::SHORT_MAX_LEN {
+    if data.len() <= iwarp_crc_copy::SHORT_MAX_LEN && iwarp_crc_copy::has_crc32_instruction() {
         return iwarp_crc_copy::crc32c_append(0, data);
     }
     if data.len() <= CRC_FAST_MAX_LEN {
