@@ -17,7 +17,7 @@ use core::mem::{offset_of, size_of};
 use iwarp_types::{Access, RegionId, SendFlags, SendOp, SendWr, Stag, MAX_SGE};
 
 use crate::sgl::{
-    check_zero, decode_sgl, encode_sgl, get_u32, get_u64, put_u32, put_u64, put_u8, SgeSlot,
+    check_sgl, check_zero, encode_sgl, get_u32, get_u64, put_u32, put_u64, put_u8, sgl_at, SgeSlot,
 };
 use crate::{SlotError, WrDecodeError};
 
@@ -316,7 +316,7 @@ fn decode_fields(b: &[u8; SEND_SLOT_SIZE], wr_id: u64) -> Result<SendWr, SlotErr
     if flags & !SEND_FLAGS_ALL != 0 {
         return Err(SlotError::UnknownSendFlags(flags));
     }
-    let sgl = decode_sgl(
+    let num_sge = check_sgl(
         b,
         offset_of!(SendSlot, sge),
         b[offset_of!(SendSlot, num_sge)],
@@ -378,7 +378,7 @@ fn decode_fields(b: &[u8; SEND_SLOT_SIZE], wr_id: u64) -> Result<SendWr, SlotErr
     Ok(SendWr {
         wr_id,
         op,
-        sgl,
+        sgl: sgl_at(b, offset_of!(SendSlot, sge), num_sge),
         flags: SendFlags(flags),
     })
 }

@@ -79,28 +79,45 @@ pub(crate) fn encode_sgl(buf: &mut [u8], off: usize, sgl: &SgList) {
 }
 
 /// Reads `num_sge` [`SgeSlot`]s at `off`; the unused entries must be zero.
-#[inline]
+#[inline(always)]
 pub(crate) fn decode_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<SgList, SlotError> {
+    let n = check_sgl(buf, off, num_sge)?;
+    Ok(sgl_at(buf, off, n))
+}
+
+/// Validates the SGE count at `off` (at most [`MAX_SGE`]) and that the unused entries
+/// are zero; returns the count. [`sgl_at`] then builds the list.
+#[inline(always)]
+pub(crate) fn check_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<usize, SlotError> {
     let n = num_sge as usize;
     if n > MAX_SGE {
         return Err(SlotError::TooManySge(num_sge));
     }
+    check_zero(
+        &buf[off + n * SGE_SLOT_SIZE..off + MAX_SGE * SGE_SLOT_SIZE],
+        "unused sge",
+    )?;
+    Ok(n)
+}
+
+/// The first `n` (at most [`MAX_SGE`]: more are not read) [`SgeSlot`]s at `off` as a
+/// list. A decoder builds it last, where the list goes: built first and moved, the
+/// move's wide loads waited on the narrow stores that built it (store-to-load
+/// forwarding fails), a quarter of the daemon's SQ decode in its profile.
+#[inline(always)]
+pub(crate) fn sgl_at(buf: &[u8], off: usize, n: usize) -> SgList {
     let mut sgl = SgList::new();
-    for i in 0..n {
+    for i in 0..n.min(MAX_SGE) {
         let o = off + i * SGE_SLOT_SIZE;
         let sge = Sge {
             addr: get_u64(buf, o + offset_of!(SgeSlot, addr)),
             length: get_u32(buf, o + offset_of!(SgeSlot, length)),
             lkey: Stag(get_u32(buf, o + offset_of!(SgeSlot, lkey))),
         };
-        // Cannot fail: `n <= MAX_SGE`.
-        sgl.push(sge).map_err(|_| SlotError::TooManySge(num_sge))?;
+        // Cannot fail: at most `MAX_SGE` pushes.
+        let _ = sgl.push(sge);
     }
-    check_zero(
-        &buf[off + n * SGE_SLOT_SIZE..off + MAX_SGE * SGE_SLOT_SIZE],
-        "unused sge",
-    )?;
-    Ok(sgl)
+    sgl
 }
 
 #[cfg(test)]
