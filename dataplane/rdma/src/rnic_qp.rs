@@ -174,7 +174,10 @@ impl Rnic {
         if wr.flags.0 & !known != 0 {
             return Err(VerbError::InvalidModifier);
         }
-        q.sq.push(wr);
+        if !q.sq.push(wr) {
+            // The ring holds at least `depth` WQEs: not reached.
+            return Err(VerbError::TooManyWrsPosted);
+        }
         Ok(())
     }
 

@@ -261,9 +261,7 @@ impl Qp {
         }
         if let Some(d) = m.sq_depth {
             let d = d as usize;
-            if d > self.sq.q.capacity() {
-                self.sq.q.reserve_exact(d - self.sq.q.len());
-            }
+            self.sq.q.grow_to(d);
             self.sq.depth = d;
         }
         if let (Some(d), None) = (m.rq_depth, self.attr.srq) {

@@ -15,6 +15,7 @@ mod revalidate;
 mod rx;
 mod rx_read;
 pub(crate) mod sq;
+mod sq_ring;
 mod term;
 mod tx;
 

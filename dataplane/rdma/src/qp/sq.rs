@@ -1,11 +1,10 @@
 //! The send queue: WQEs in post order, their progress, and in-order retirement into the
 //! send CQ (verbs 8.1.3.1, 8.2.2 rules 1-2, 8.2.4).
 
-use std::collections::VecDeque;
-
 use iwarp_types::{Cqe, SendFlags, SendOp, SendWr, WcOpcode, WcStatus, MAX_SGE};
 
 use crate::ctx::{Ctx, Loc};
+use crate::qp::sq_ring::WqeRing;
 use crate::qp::Qp;
 
 /// Where one SQ WQE is.
@@ -47,8 +46,8 @@ pub(crate) struct SqEntry {
     pub reported: bool,
 }
 
-/// A posted WQE before its WR and sequence number are filled in.
-const BLANK_ENTRY: SqEntry = SqEntry::new(
+/// What the slots of a [`WqeRing`] hold before their first WQE.
+pub(crate) const BLANK_ENTRY: SqEntry = SqEntry::new(
     SendWr {
         wr_id: 0,
         op: SendOp::Send,
@@ -109,7 +108,7 @@ pub(crate) fn wc_opcode(op: &SendOp) -> WcOpcode {
 /// The bounded send queue.
 pub(crate) struct SendQueue {
     /// Outstanding WQEs, oldest first.
-    pub q: VecDeque<SqEntry>,
+    pub q: WqeRing,
     /// Allocated depth.
     pub depth: usize,
     /// Sequence number the next posted WR gets.
@@ -121,7 +120,7 @@ pub(crate) struct SendQueue {
 impl SendQueue {
     pub(crate) fn new(depth: usize) -> SendQueue {
         SendQueue {
-            q: VecDeque::with_capacity(depth),
+            q: WqeRing::with_capacity(depth),
             depth,
             next_seq: 0,
             cursor: 0,
@@ -148,18 +147,15 @@ impl SendQueue {
         self.q.get_mut(i).filter(|e| e.seq == seq)
     }
 
-    /// Appends a WR (the caller checked the depth). The entry is written in place: a
-    /// blank one is appended and the WR copied into it once (building the entry on the
-    /// stack and moving it in copied it twice more).
+    /// Appends a WR, written in place ([`WqeRing::push`]); false if the ring is full
+    /// (the caller checked the depth: it is not).
     #[inline]
-    pub(crate) fn push(&mut self, wr: &SendWr) {
-        let seq = self.next_seq;
-        self.next_seq += 1;
-        self.q.push_back(BLANK_ENTRY);
-        if let Some(e) = self.q.back_mut() {
-            e.wr = *wr;
-            e.seq = seq;
+    pub(crate) fn push(&mut self, wr: &SendWr) -> bool {
+        let pushed = self.q.push(wr, self.next_seq);
+        if pushed {
+            self.next_seq += 1;
         }
+        pushed
     }
 
     /// True if no WQE is outstanding.
@@ -209,7 +205,8 @@ impl Qp {
     /// and empties the queue.
     pub(crate) fn sq_flush(&mut self, ctx: &mut Ctx<'_>) {
         let related = self.term_related.take();
-        while let Some(e) = self.sq.q.pop_front() {
+        while let Some(&e) = self.sq.q.front() {
+            self.sq.q.pop_front();
             if e.reported {
                 continue;
             }
@@ -259,9 +256,7 @@ mod tests {
     fn lookup_by_sequence_number() {
         let mut q = SendQueue::new(4);
         assert_eq!(q.front_seq(), 0);
-        q.push(&wr(10));
-        q.push(&wr(11));
-        q.push(&wr(12));
+        assert!(q.push(&wr(10)) && q.push(&wr(11)) && q.push(&wr(12)));
         assert!(q.get(0).is_some_and(|e| e.phase == SqPhase::Posted
             && e.locs == [Loc::EMPTY; MAX_SGE]
             && e.locs_epoch.is_none()
