@@ -28,3 +28,4 @@ pub use qp::{
     TermRecord, TxUlpdu,
 };
 pub use rnic::{Rnic, RnicAttr, RnicConfig, RnicLimits};
+pub use rnic_qp::PostError;

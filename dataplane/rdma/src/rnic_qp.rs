@@ -150,6 +150,43 @@ impl Rnic {
     /// without exactly one local SGE). Errors found while processing the WR complete it in
     /// error instead.
     pub fn post_send(&mut self, qp: QpId, wr: &SendWr) -> Result<(), VerbError> {
+        let q = self.sq_ready(qp)?;
+        check_send_wr(q.attr.max_send_sge, wr)?;
+        if !q.sq.push(wr) {
+            // The ring holds at least `depth` WQEs: not reached.
+            return Err(VerbError::TooManyWrsPosted);
+        }
+        Ok(())
+    }
+
+    /// [`Rnic::post_send`] of a WR that `write` writes straight into the WQE (a decoder
+    /// of a shared-memory slot: decoded elsewhere and copied in, the copy waited on the
+    /// decoder's stores). The QP's state and depth are checked first
+    /// ([`PostError::Verb`], `write` not called); an error from `write` is
+    /// [`PostError::Write`]; then the WR is checked as [`Rnic::post_send`] checks it.
+    /// Nothing is posted unless all pass.
+    #[inline]
+    pub fn post_send_with<E>(
+        &mut self,
+        qp: QpId,
+        write: impl FnOnce(&mut SendWr) -> Result<(), E>,
+    ) -> Result<(), PostError<E>> {
+        let q = self.sq_ready(qp).map_err(PostError::Verb)?;
+        let max_send_sge = q.attr.max_send_sge;
+        let Some(wr) = q.sq.q.next_wr() else {
+            return Err(PostError::Verb(VerbError::TooManyWrsPosted));
+        };
+        write(wr).map_err(PostError::Write)?;
+        check_send_wr(max_send_sge, wr).map_err(PostError::Written)?;
+        if !q.sq.commit() {
+            return Err(PostError::Written(VerbError::TooManyWrsPosted));
+        }
+        Ok(())
+    }
+
+    /// The QP `qp` if it takes a send WR now (state and depth).
+    #[inline]
+    fn sq_ready(&mut self, qp: QpId) -> Result<&mut Qp, VerbError> {
         let q = self.qps.get_mut(qp.0).ok_or(VerbError::InvalidQp)?;
         if !matches!(q.state, QpState::Idle | QpState::Rts) || q.close_when_drained {
             return Err(VerbError::InvalidQpState);
@@ -157,28 +194,7 @@ impl Rnic {
         if q.sq.q.len() >= q.sq.depth {
             return Err(VerbError::TooManyWrsPosted);
         }
-        match wr.op {
-            SendOp::Read { .. } => {
-                if wr.sgl.len() != 1 {
-                    return Err(VerbError::InvalidModifier);
-                }
-            }
-            SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {}
-            _ => {
-                if wr.sgl.len() > q.attr.max_send_sge as usize || wr.sgl.len() > MAX_SGE {
-                    return Err(VerbError::TooManySges);
-                }
-            }
-        }
-        let known = SendFlags::SIGNALED.0 | SendFlags::READ_FENCE.0 | SendFlags::LOCAL_FENCE.0;
-        if wr.flags.0 & !known != 0 {
-            return Err(VerbError::InvalidModifier);
-        }
-        if !q.sq.push(wr) {
-            // The ring holds at least `depth` WQEs: not reached.
-            return Err(VerbError::TooManyWrsPosted);
-        }
-        Ok(())
+        Ok(q)
     }
 
     /// PostRQ on a QP (verbs 9.3.1.2). Immediate errors: `InvalidQp`,
@@ -368,4 +384,39 @@ impl Qp {
             self.enter_terminate(ctx, code, None, TermCause::Completion);
         }
     }
+}
+
+/// Why [`Rnic::post_send_with`] posted nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError<E> {
+    /// The QP takes no send WR now (the WR was not written).
+    Verb(VerbError),
+    /// The writer's own error.
+    Write(E),
+    /// The written WR was refused, as [`Rnic::post_send`] refuses it.
+    Written(VerbError),
+}
+
+/// The checks of PostSQ on a WR (verbs 9.3.1.1): a Read has exactly one local SGE, at
+/// most the QP's `max_send_sge` elsewhere, only defined flags.
+#[inline]
+fn check_send_wr(max_send_sge: u32, wr: &SendWr) -> Result<(), VerbError> {
+    match wr.op {
+        SendOp::Read { .. } => {
+            if wr.sgl.len() != 1 {
+                return Err(VerbError::InvalidModifier);
+            }
+        }
+        SendOp::Bind { .. } | SendOp::FastReg { .. } | SendOp::LocalInv { .. } => {}
+        _ => {
+            if wr.sgl.len() > max_send_sge as usize || wr.sgl.len() > MAX_SGE {
+                return Err(VerbError::TooManySges);
+            }
+        }
+    }
+    let known = SendFlags::SIGNALED.0 | SendFlags::READ_FENCE.0 | SendFlags::LOCAL_FENCE.0;
+    if wr.flags.0 & !known != 0 {
+        return Err(VerbError::InvalidModifier);
+    }
+    Ok(())
 }

@@ -56,6 +56,11 @@ impl SgList {
         Some(l)
     }
 
+    /// Empties the list in place (every element back to zero, as in [`SgList::new`]).
+    pub fn clear(&mut self) {
+        *self = SgList::new();
+    }
+
     /// Appends an element; gives it back if the list is full.
     pub fn push(&mut self, sge: Sge) -> Result<(), Sge> {
         if self.len as usize >= MAX_SGE {

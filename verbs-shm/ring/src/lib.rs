@@ -54,5 +54,7 @@ pub use error::{LayoutError, RingError, SlotError, WrDecodeError};
 pub use recv_slot::{decode_recv_wr, encode_recv_wr, RecvSlot, RECV_SLOT_SIZE};
 pub use region::Region;
 pub use ring::{Consumer, Producer};
-pub use send_slot::{decode_send_wr, encode_send_wr, SendSlot, WrOpcode, SEND_SLOT_SIZE};
+pub use send_slot::{
+    decode_send_wr, decode_send_wr_into, encode_send_wr, SendSlot, WrOpcode, SEND_SLOT_SIZE,
+};
 pub use sgl::SgeSlot;

@@ -14,10 +14,11 @@
 
 use core::mem::{offset_of, size_of};
 
-use iwarp_types::{Access, RegionId, SendFlags, SendOp, SendWr, Stag, MAX_SGE};
+use iwarp_types::{Access, RegionId, SendFlags, SendOp, SendWr, SgList, Stag, MAX_SGE};
 
 use crate::sgl::{
-    check_sgl, check_zero, encode_sgl, get_u32, get_u64, put_u32, put_u64, put_u8, sgl_at, SgeSlot,
+    check_sgl, check_zero, encode_sgl, get_u32, get_u64, put_u32, put_u64, put_u8, sgl_into,
+    SgeSlot,
 };
 use crate::{SlotError, WrDecodeError};
 
@@ -231,8 +232,24 @@ pub fn encode_send_wr(wr: &SendWr) -> [u8; SEND_SLOT_SIZE] {
 /// opcode, at most [`MAX_SGE`] SGEs, only defined flag and access bits, and zero in
 /// every reserved or unused field. The error carries the slot's `wr_id`.
 pub fn decode_send_wr(b: &[u8; SEND_SLOT_SIZE]) -> Result<SendWr, WrDecodeError> {
+    let mut wr = SendWr {
+        wr_id: 0,
+        op: SendOp::Send,
+        sgl: SgList::new(),
+        flags: SendFlags::NONE,
+    };
+    decode_send_wr_into(b, &mut wr)?;
+    Ok(wr)
+}
+
+/// [`decode_send_wr`] into `wr`, where the WR will stay (the daemon decodes straight
+/// into the engine's WQE: decoded on the stack and copied, the copy's wide loads waited
+/// on the decoder's narrow stores). On an error `wr` holds part of the slot: use it only
+/// after `Ok`.
+#[inline(always)]
+pub fn decode_send_wr_into(b: &[u8; SEND_SLOT_SIZE], wr: &mut SendWr) -> Result<(), WrDecodeError> {
     let wr_id = get_u64(b, offset_of!(SendSlot, wr_id));
-    decode_fields(b, wr_id).map_err(|kind| WrDecodeError { wr_id, kind })
+    decode_fields(b, wr_id, wr).map_err(|kind| WrDecodeError { wr_id, kind })
 }
 
 /// Which optional fields an opcode uses.
@@ -295,7 +312,8 @@ impl WrOpcode {
     }
 }
 
-fn decode_fields(b: &[u8; SEND_SLOT_SIZE], wr_id: u64) -> Result<SendWr, SlotError> {
+#[inline(always)]
+fn decode_fields(b: &[u8; SEND_SLOT_SIZE], wr_id: u64, wr: &mut SendWr) -> Result<(), SlotError> {
     let raw_opcode = b[offset_of!(SendSlot, opcode)];
     let opcode = WrOpcode::from_u8(raw_opcode).ok_or(SlotError::UnknownOpcode(raw_opcode))?;
     let uses = opcode.uses();
@@ -375,12 +393,11 @@ fn decode_fields(b: &[u8; SEND_SLOT_SIZE], wr_id: u64) -> Result<SendWr, SlotErr
         },
         WrOpcode::LocalInv => SendOp::LocalInv { stag },
     };
-    Ok(SendWr {
-        wr_id,
-        op,
-        sgl: sgl_at(b, offset_of!(SendSlot, sge), num_sge),
-        flags: SendFlags(flags),
-    })
+    wr.wr_id = wr_id;
+    wr.op = op;
+    wr.flags = SendFlags(flags);
+    sgl_into(b, offset_of!(SendSlot, sge), num_sge, &mut wr.sgl);
+    Ok(())
 }
 
 #[cfg(test)]

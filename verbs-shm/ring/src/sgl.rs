@@ -82,11 +82,13 @@ pub(crate) fn encode_sgl(buf: &mut [u8], off: usize, sgl: &SgList) {
 #[inline(always)]
 pub(crate) fn decode_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<SgList, SlotError> {
     let n = check_sgl(buf, off, num_sge)?;
-    Ok(sgl_at(buf, off, n))
+    let mut sgl = SgList::new();
+    sgl_into(buf, off, n, &mut sgl);
+    Ok(sgl)
 }
 
 /// Validates the SGE count at `off` (at most [`MAX_SGE`]) and that the unused entries
-/// are zero; returns the count. [`sgl_at`] then builds the list.
+/// are zero; returns the count. [`sgl_into`] then writes the list.
 #[inline(always)]
 pub(crate) fn check_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<usize, SlotError> {
     let n = num_sge as usize;
@@ -100,13 +102,13 @@ pub(crate) fn check_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<usize, Sl
     Ok(n)
 }
 
-/// The first `n` (at most [`MAX_SGE`]: more are not read) [`SgeSlot`]s at `off` as a
-/// list. A decoder builds it last, where the list goes: built first and moved, the
-/// move's wide loads waited on the narrow stores that built it (store-to-load
-/// forwarding fails), a quarter of the daemon's SQ decode in its profile.
+/// Sets `sgl` to the first `n` (at most [`MAX_SGE`]: more are not read) [`SgeSlot`]s at
+/// `off`, in place. A decoder writes the list last and where it stays: a list built
+/// first and moved was read back with wide loads that waited on the narrow stores that
+/// built it (store-to-load forwarding fails), a quarter of the daemon's SQ decode.
 #[inline(always)]
-pub(crate) fn sgl_at(buf: &[u8], off: usize, n: usize) -> SgList {
-    let mut sgl = SgList::new();
+pub(crate) fn sgl_into(buf: &[u8], off: usize, n: usize, sgl: &mut SgList) {
+    sgl.clear();
     for i in 0..n.min(MAX_SGE) {
         let o = off + i * SGE_SLOT_SIZE;
         let sge = Sge {
@@ -117,7 +119,6 @@ pub(crate) fn sgl_at(buf: &[u8], off: usize, n: usize) -> SgList {
         // Cannot fail: at most `MAX_SGE` pushes.
         let _ = sgl.push(sge);
     }
-    sgl
 }
 
 #[cfg(test)]

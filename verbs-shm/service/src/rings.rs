@@ -3,7 +3,10 @@
 //! engine refuses completes in error.
 
 use iwarp_engine::Engine;
-use iwarp_shm_ring::{decode_recv_wr, decode_send_wr, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE};
+use iwarp_rdma::PostError;
+use iwarp_shm_ring::{
+    decode_recv_wr, decode_send_wr, decode_send_wr_into, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
+};
 use iwarp_types::{Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus};
 
 use crate::request::{AsyncObject, ServiceNotice};
@@ -210,26 +213,31 @@ impl ShmService {
             let Some(slot) = popped::<SEND_SLOT_SIZE>(&self.slots, i) else {
                 break;
             };
-            let r = match decode_send_wr(slot) {
-                Err(e) => Err(error_cqe(
-                    e.wr_id,
-                    WcStatus::InvalidWqe,
-                    WcOpcode::Send,
-                    handle,
-                )),
-                Ok(mut wr) => {
-                    if sig_all {
-                        wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
-                    }
-                    let op = wc_opcode(&wr.op);
-                    let translated = self.translate_fastreg(client, &mut wr.op);
-                    match translated {
-                        false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, op, handle)),
-                        true => engine
-                            .post_send(qp, &wr)
-                            .map_err(|e| error_cqe(wr.wr_id, status_of(e), op, handle)),
-                    }
+            // Decoded straight into the engine's WQE; (wr_id, opcode) of what the writer
+            // decoded, for an error completion after it.
+            let mut decoded = (0, WcOpcode::Send);
+            let r = engine.post_send_with(qp, |wr| {
+                decode_send_wr_into(slot, wr).map_err(|e| {
+                    error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle)
+                })?;
+                if sig_all {
+                    wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
                 }
+                decoded = (wr.wr_id, wc_opcode(&wr.op));
+                match self.translate_fastreg(client, &mut wr.op) {
+                    true => Ok(()),
+                    false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, decoded.1, handle)),
+                }
+            });
+            let r = match r {
+                Ok(()) => Ok(()),
+                Err(PostError::Write(cqe)) => Err(cqe),
+                Err(PostError::Written(e)) => {
+                    Err(error_cqe(decoded.0, status_of(e), decoded.1, handle))
+                }
+                // The QP took no WR (state, depth): the slot decoded on its own says
+                // which completion, as before the engine was asked.
+                Err(PostError::Verb(_)) => self.post_copied(engine, qp, slot, sig_all, client),
             };
             match r {
                 Ok(()) => posted += 1,
@@ -241,6 +249,40 @@ impl ShmService {
         }
         self.count_wrs(client, posted, rejected);
         n == want
+    }
+
+    /// Decodes an SQ slot on its own and posts it: the slow path, for a slot the QP
+    /// took no WR from (its error completion then says what the slot holds).
+    #[cold]
+    fn post_copied(
+        &self,
+        engine: &mut Engine,
+        qp: QpId,
+        slot: &[u8; SEND_SLOT_SIZE],
+        sig_all: bool,
+        client: u32,
+    ) -> Result<(), Cqe> {
+        let handle = self.qps.get(&qp).map_or(NO_QP_HANDLE, |q| q.handle);
+        match decode_send_wr(slot) {
+            Err(e) => Err(error_cqe(
+                e.wr_id,
+                WcStatus::InvalidWqe,
+                WcOpcode::Send,
+                handle,
+            )),
+            Ok(mut wr) => {
+                if sig_all {
+                    wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
+                }
+                let op = wc_opcode(&wr.op);
+                match self.translate_fastreg(client, &mut wr.op) {
+                    false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, op, handle)),
+                    true => engine
+                        .post_send(qp, &wr)
+                        .map_err(|e| error_cqe(wr.wr_id, status_of(e), op, handle)),
+                }
+            }
+        }
     }
 
     /// A FastReg names the client's arena handle: replace it by the region. False if the

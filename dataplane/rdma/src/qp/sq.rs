@@ -147,11 +147,21 @@ impl SendQueue {
         self.q.get_mut(i).filter(|e| e.seq == seq)
     }
 
-    /// Appends a WR, written in place ([`WqeRing::push`]); false if the ring is full
-    /// (the caller checked the depth: it is not).
+    /// Appends a WR ([`WqeRing::push`]); false if the ring is full (the caller checked
+    /// the depth: it is not).
     #[inline]
     pub(crate) fn push(&mut self, wr: &SendWr) -> bool {
         let pushed = self.q.push(wr, self.next_seq);
+        if pushed {
+            self.next_seq += 1;
+        }
+        pushed
+    }
+
+    /// Appends the WR written through [`WqeRing::next_wr`] ([`WqeRing::commit`]).
+    #[inline]
+    pub(crate) fn commit(&mut self) -> bool {
+        let pushed = self.q.commit(self.next_seq);
         if pushed {
             self.next_seq += 1;
         }
@@ -239,11 +249,12 @@ pub(crate) fn sq_cqe(e: &SqEntry, status: WcStatus, qp: iwarp_types::QpId) -> Cq
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use iwarp_types::SgList;
 
-    fn wr(id: u64) -> SendWr {
+    /// A signaled Send without data, `wr_id` `id`.
+    pub(crate) fn wr(id: u64) -> SendWr {
         SendWr {
             wr_id: id,
             op: SendOp::Send,

@@ -113,12 +113,34 @@ impl WqeRing {
         true
     }
 
-    /// Appends a fresh WQE for `wr` with sequence number `seq`, written in place: the
-    /// WR, the sequence number, and the progress fields a new WQE starts from (`locs`
-    /// of the WR's SGEs back to [`Loc::EMPTY`]; the others are never read past the
-    /// SGL). False (nothing written) if the ring is full.
+    /// Appends a fresh WQE for `wr` with sequence number `seq` ([`WqeRing::next_wr`],
+    /// then [`WqeRing::commit`]). False (nothing written) if the ring is full.
     #[inline]
     pub(crate) fn push(&mut self, wr: &SendWr, seq: u64) -> bool {
+        match self.next_wr() {
+            Some(w) => *w = *wr,
+            None => return false,
+        }
+        self.commit(seq)
+    }
+
+    /// The WR of the slot the next WQE goes in, to be written in place (it holds an old
+    /// WR until then); None if the ring is full. Nothing is appended until
+    /// [`WqeRing::commit`].
+    #[inline]
+    pub(crate) fn next_wr(&mut self) -> Option<&mut SendWr> {
+        if self.len >= self.slots.len() {
+            return None;
+        }
+        let s = self.slot(self.len);
+        self.slots.get_mut(s).map(|e| &mut e.wr)
+    }
+
+    /// Appends the WQE whose WR [`WqeRing::next_wr`] wrote, with sequence number `seq`
+    /// and the progress fields a new WQE starts from (`locs` of its SGEs back to
+    /// [`Loc::EMPTY`]; the others are never read past the SGL). False if full.
+    #[inline]
+    pub(crate) fn commit(&mut self, seq: u64) -> bool {
         if self.len >= self.slots.len() {
             return false;
         }
@@ -126,13 +148,13 @@ impl WqeRing {
         let Some(e) = self.slots.get_mut(s) else {
             return false;
         };
-        e.wr = *wr;
         e.seq = seq;
         e.phase = SqPhase::Posted;
         e.sent = 0;
         e.len = 0;
         e.msn = 0;
-        for l in e.locs.iter_mut().take(wr.sgl.len()) {
+        let n = e.wr.sgl.len();
+        for l in e.locs.iter_mut().take(n) {
             *l = Loc::EMPTY;
         }
         e.locs_epoch = None;
@@ -145,16 +167,8 @@ impl WqeRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use iwarp_types::{SendFlags, SendOp, SgList};
-
-    fn wr(id: u64) -> SendWr {
-        SendWr {
-            wr_id: id,
-            op: SendOp::Send,
-            sgl: SgList::new(),
-            flags: SendFlags::SIGNALED,
-        }
-    }
+    use crate::qp::sq::tests::wr;
+    use iwarp_types::SgList;
 
     /// Pushes past the end of the array wrap around; order, lookups and the full and
     /// empty answers hold at every fill level, and growing keeps the order.

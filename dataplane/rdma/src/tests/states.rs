@@ -304,6 +304,92 @@ fn post_immediate_errors() {
     assert_eq!(s.rnic.post_recv(qp2, &rwr2), Err(VerbError::TooManySges));
 }
 
+/// `post_send_with` refuses what `post_send` refuses, with the same errors, and posts
+/// nothing then: not before its writer ran (state, depth), not after (its writer's own
+/// error, a WR `post_send` would refuse). What it posts is what the writer wrote.
+#[test]
+fn post_in_place_checks_as_post_send_does() {
+    use crate::PostError;
+    let mut s = Side::new(
+        1,
+        &Opts {
+            sq_depth: 2,
+            ..Opts::default()
+        },
+    );
+    let (st, va) = s.reg(64, ALL);
+    let sge = Sge {
+        addr: va,
+        length: 1,
+        lkey: st,
+    };
+    let two = SgList::from_slice(&[sge, sge]).unwrap();
+    let wr = |id, op, sgl| SendWr {
+        wr_id: id,
+        op,
+        sgl,
+        flags: SendFlags::NONE,
+    };
+    let read = SendOp::Read {
+        remote_to: 0,
+        rkey: Stag(1),
+        invalidate_local: false,
+    };
+    let write = |w: SendWr| {
+        move |into: &mut SendWr| -> Result<(), ()> {
+            *into = w;
+            Ok(())
+        }
+    };
+    assert_eq!(
+        s.rnic.post_send_with(s.qp, write(wr(1, read, two))),
+        Err(PostError::Written(VerbError::InvalidModifier))
+    );
+    assert_eq!(
+        s.rnic.post_send_with(s.qp, |_: &mut SendWr| Err(7)),
+        Err(PostError::Write(7))
+    );
+    let bad_flags = SendWr {
+        flags: SendFlags(1 << 9),
+        ..wr(1, SendOp::Send, SgList::new())
+    };
+    assert_eq!(
+        s.rnic.post_send_with(s.qp, write(bad_flags)),
+        Err(PostError::Written(VerbError::InvalidModifier))
+    );
+    // Nothing of the refused ones was posted: both places are free.
+    s.rnic
+        .post_send_with(s.qp, write(wr(10, SendOp::Send, two)))
+        .unwrap();
+    s.rnic
+        .post_send_with(s.qp, write(wr(11, SendOp::Send, SgList::single(sge))))
+        .unwrap();
+    let mut called = false;
+    assert_eq!(
+        s.rnic.post_send_with(s.qp, |_: &mut SendWr| {
+            called = true;
+            Ok::<(), ()>(())
+        }),
+        Err(PostError::Verb(VerbError::TooManyWrsPosted))
+    );
+    assert!(
+        !called,
+        "the writer of a WR that cannot be posted is not called"
+    );
+    assert_eq!(
+        s.rnic
+            .post_send_with(iwarp_types::QpId(0xdead), write(wr(1, SendOp::Send, two))),
+        Err(PostError::Verb(VerbError::InvalidQp))
+    );
+    let q = s.rnic.qps.get(s.qp.0).unwrap();
+    let posted: Vec<_> =
+        q.sq.q
+            .iter()
+            .map(|e| (e.seq, e.wr.wr_id, e.wr.sgl.len()))
+            .collect();
+    assert_eq!(posted, [(0, 10, 2), (1, 11, 1)]);
+}
+
 #[test]
 fn create_qp_checks() {
     let mut s = Side::new(1, &Opts::default());

@@ -94,6 +94,20 @@ fn round_trip_every_work_request_type() {
     assert_eq!(opcodes.len(), WrOpcode::ALL.len());
 }
 
+/// Decoding into a WR that held another one (the daemon decodes into a reused WQE)
+/// leaves exactly what decoding into a fresh one does: nothing of the old WR stays,
+/// not even in the SGL's unused elements.
+#[test]
+fn decoding_in_place_overwrites_every_field() {
+    let wrs = every_wr();
+    for (i, wr) in wrs.iter().enumerate() {
+        let mut into = wrs[(i * 7 + 3) % wrs.len()];
+        into.sgl = sgl(MAX_SGE);
+        assert_eq!(decode_send_wr_into(&encode_send_wr(wr), &mut into), Ok(()));
+        assert_eq!(into, *wr, "{wr:?}");
+    }
+}
+
 #[test]
 fn encoding_matches_repr_c_fields() {
     let wr = SendWr {
