@@ -95,10 +95,18 @@ pub(crate) fn check_sgl(buf: &[u8], off: usize, num_sge: u8) -> Result<usize, Sl
     if n > MAX_SGE {
         return Err(SlotError::TooManySge(num_sge));
     }
-    check_zero(
-        &buf[off + n * SGE_SLOT_SIZE..off + MAX_SGE * SGE_SLOT_SIZE],
-        "unused sge",
-    )?;
+    // Every SGE slot is read and the unused ones OR-ed in: a loop of a fixed count is
+    // unrolled without branches, where `check_zero` on the variable-length tail was a
+    // call and a loop of its own (2 % of the daemon's core at 64 B WRITE).
+    let mut acc = 0u64;
+    for i in 0..MAX_SGE {
+        let o = off + i * SGE_SLOT_SIZE;
+        let words = get_u64(buf, o) | get_u64(buf, o + 8);
+        acc |= if i >= n { words } else { 0 };
+    }
+    if acc != 0 {
+        return Err(SlotError::NonZeroField("unused sge"));
+    }
     Ok(n)
 }
 

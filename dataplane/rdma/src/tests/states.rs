@@ -224,8 +224,8 @@ fn rts_transitions() {
     assert_eq!(qp_events(&mut s), [AsyncEventKind::BadClose]);
 }
 
-#[test]
-fn post_immediate_errors() {
+/// A side whose QP has an SQ of 2 and an RQ of 1, and a one-byte SGE of its memory.
+fn side_for_posting() -> (Side, Sge) {
     let mut s = Side::new(
         1,
         &Opts {
@@ -240,6 +240,12 @@ fn post_immediate_errors() {
         length: 1,
         lkey: st,
     };
+    (s, sge)
+}
+
+#[test]
+fn post_immediate_errors() {
+    let (mut s, sge) = side_for_posting();
     let wr = |op, sgl| SendWr {
         wr_id: 1,
         op,
@@ -310,19 +316,7 @@ fn post_immediate_errors() {
 #[test]
 fn post_in_place_checks_as_post_send_does() {
     use crate::PostError;
-    let mut s = Side::new(
-        1,
-        &Opts {
-            sq_depth: 2,
-            ..Opts::default()
-        },
-    );
-    let (st, va) = s.reg(64, ALL);
-    let sge = Sge {
-        addr: va,
-        length: 1,
-        lkey: st,
-    };
+    let (mut s, sge) = side_for_posting();
     let two = SgList::from_slice(&[sge, sge]).unwrap();
     let wr = |id, op, sgl| SendWr {
         wr_id: id,
