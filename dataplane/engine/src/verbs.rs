@@ -16,19 +16,6 @@ impl Engine {
         r
     }
 
-    /// [`Engine::post_send`] of a WR written straight into the WQE by `write`
-    /// ([`iwarp_rdma::Rnic::post_send_with`]), then rings the QP's doorbell.
-    #[inline]
-    pub fn post_send_with<E>(
-        &mut self,
-        qp: QpId,
-        write: impl FnOnce(&mut SendWr) -> Result<(), E>,
-    ) -> Result<(), iwarp_rdma::PostError<E>> {
-        let r = self.core.rnic.post_send_with(qp, write);
-        self.qp_doorbell(qp);
-        r
-    }
-
     /// Post Receive (verbs 7.3) on `qp`, then rings its doorbell (a receive posted while
     /// Closing is flushed at once).
     pub fn post_recv(&mut self, qp: QpId, wr: &RecvWr) -> Result<(), VerbError> {

@@ -214,9 +214,10 @@ impl ShmService {
                 break;
             };
             // Decoded straight into the engine's WQE; (wr_id, opcode) of what the writer
-            // decoded, for an error completion after it.
+            // decoded, for an error completion after it. Posted through the RNIC: the
+            // QP's doorbell is rung once for the burst, below.
             let mut decoded = (0, WcOpcode::Send);
-            let r = engine.post_send_with(qp, |wr| {
+            let r = engine.rnic_mut().post_send_with(qp, |wr| {
                 decode_send_wr_into(slot, wr).map_err(|e| {
                     error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle)
                 })?;
@@ -246,6 +247,9 @@ impl ShmService {
                     self.complete_error(engine, cq, Some(qp), cqe);
                 }
             }
+        }
+        if n > 0 {
+            engine.qp_doorbell(qp);
         }
         self.count_wrs(client, posted, rejected);
         n == want
