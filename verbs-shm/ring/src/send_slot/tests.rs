@@ -251,6 +251,10 @@ fn mutated_slots_decode_canonically_or_fail() {
                 b[pos] = (r >> 48) as u8;
             }
         }
+        // Decoded in place over another WR (the daemon's way): the same answer.
+        let mut dirty = wrs[(round * 7 + 3) % wrs.len()];
+        let in_place = decode_send_wr_into(&b, &mut dirty).map(|()| dirty);
+        assert_eq!(in_place, decode_send_wr(&b));
         match decode_send_wr(&b) {
             Ok(wr) => {
                 assert_eq!(encode_send_wr(&wr), b);
