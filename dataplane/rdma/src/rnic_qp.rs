@@ -150,13 +150,14 @@ impl Rnic {
     /// without exactly one local SGE). Errors found while processing the WR complete it in
     /// error instead.
     pub fn post_send(&mut self, qp: QpId, wr: &SendWr) -> Result<(), VerbError> {
-        let q = self.sq_ready(qp)?;
-        check_send_wr(q.attr.max_send_sge, wr)?;
-        if !q.sq.push(wr) {
-            // The ring holds at least `depth` WQEs: not reached.
-            return Err(VerbError::TooManyWrsPosted);
-        }
-        Ok(())
+        let copy = |into: &mut SendWr| {
+            *into = *wr;
+            Ok::<(), core::convert::Infallible>(())
+        };
+        self.post_send_with(qp, copy).map_err(|e| match e {
+            PostError::Verb(e) | PostError::Written(e) => e,
+            PostError::Write(never) => match never {},
+        })
     }
 
     /// [`Rnic::post_send`] of a WR that `write` writes straight into the WQE (a decoder

@@ -208,6 +208,17 @@ pub struct SendWr {
     pub flags: SendFlags,
 }
 
+impl SendWr {
+    /// A Send without data, `wr_id` 0, unsignaled: the value a WR is decoded or written
+    /// into before it is filled in.
+    pub const EMPTY: SendWr = SendWr {
+        wr_id: 0,
+        op: SendOp::Send,
+        sgl: SgList::new(),
+        flags: SendFlags::NONE,
+    };
+}
+
 /// A receive-queue (or SRQ) work request. Always signaled.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct RecvWr {

@@ -14,7 +14,7 @@
 
 use core::mem::{offset_of, size_of};
 
-use iwarp_types::{Access, RegionId, SendFlags, SendOp, SendWr, SgList, Stag, MAX_SGE};
+use iwarp_types::{Access, RegionId, SendFlags, SendOp, SendWr, Stag, MAX_SGE};
 
 use crate::sgl::{
     check_sgl, check_zero, encode_sgl, get_u32, get_u64, put_u32, put_u64, put_u8, sgl_into,
@@ -232,12 +232,7 @@ pub fn encode_send_wr(wr: &SendWr) -> [u8; SEND_SLOT_SIZE] {
 /// opcode, at most [`MAX_SGE`] SGEs, only defined flag and access bits, and zero in
 /// every reserved or unused field. The error carries the slot's `wr_id`.
 pub fn decode_send_wr(b: &[u8; SEND_SLOT_SIZE]) -> Result<SendWr, WrDecodeError> {
-    let mut wr = SendWr {
-        wr_id: 0,
-        op: SendOp::Send,
-        sgl: SgList::new(),
-        flags: SendFlags::NONE,
-    };
+    let mut wr = SendWr::EMPTY;
     decode_send_wr_into(b, &mut wr)?;
     Ok(wr)
 }

@@ -26,9 +26,12 @@
 //!    bit maps (a table of `DOORBELL_BITS` per client) to an SQ, RQ or SRQ, which joins the
 //!    pending list once. Unmapped bits are counted (`stray_doorbells`) and ignored.
 //! 3. Up to `rings_per_poll` pending rings are served, `ring_burst` slots each: a slot is
-//!    decoded (`decode_send_wr` / `decode_recv_wr`), a FastReg's region (the client's
-//!    arena handle) translated through the client's arena map, and posted to the engine.
-//!    A decode error completes with `InvalidWqe` (opcode `Send` / `Recv`); an unknown
+//!    decoded, a FastReg's region (the client's arena handle) translated through the
+//!    client's arena map, and posted to the engine. An SQ slot is decoded straight into
+//!    the engine's WQE (`decode_send_wr_into` inside `Rnic::post_send_with`: no copy of
+//!    the WR) and the QP's engine doorbell is rung once per burst; an RQ / SRQ slot goes
+//!    through `decode_recv_wr`. A decode error completes with `InvalidWqe` (opcode
+//!    `Send` / `Recv`); an unknown
 //!    arena with `InvalidPd`; an engine refusal with the matching status (these error
 //!    completions go into the CQ's sink like the engine's, `Engine::push_completion`).
 //!    A ring left non-empty stays pending. Corrupt ring indices: the QP goes to Error,

@@ -5,9 +5,11 @@
 use iwarp_engine::Engine;
 use iwarp_rdma::PostError;
 use iwarp_shm_ring::{
-    decode_recv_wr, decode_send_wr, decode_send_wr_into, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
+    decode_recv_wr, decode_send_wr_into, RingError, RECV_SLOT_SIZE, SEND_SLOT_SIZE,
 };
-use iwarp_types::{Cqe, QpId, QpState, SendFlags, SendOp, SrqId, VerbError, WcOpcode, WcStatus};
+use iwarp_types::{
+    Cqe, QpId, QpState, SendFlags, SendOp, SendWr, SrqId, VerbError, WcOpcode, WcStatus,
+};
 
 use crate::request::{AsyncObject, ServiceNotice};
 use crate::service::ShmService;
@@ -213,32 +215,31 @@ impl ShmService {
             let Some(slot) = popped::<SEND_SLOT_SIZE>(&self.slots, i) else {
                 break;
             };
-            // Decoded straight into the engine's WQE; (wr_id, opcode) of what the writer
-            // decoded, for an error completion after it. Posted through the RNIC: the
-            // QP's doorbell is rung once for the burst, below.
-            let mut decoded = (0, WcOpcode::Send);
+            // Decoded straight into the engine's WQE (posted through the RNIC: the QP's
+            // doorbell is rung once for the burst, below); `prepared` keeps the WR's
+            // (wr_id, opcode) for a completion the engine's own checks cause after it.
+            let mut prepared = (0, WcOpcode::Send);
             let r = engine.rnic_mut().post_send_with(qp, |wr| {
-                decode_send_wr_into(slot, wr).map_err(|e| {
-                    error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle)
-                })?;
-                if sig_all {
-                    wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
-                }
-                decoded = (wr.wr_id, wc_opcode(&wr.op));
-                match self.translate_fastreg(client, &mut wr.op) {
-                    true => Ok(()),
-                    false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, decoded.1, handle)),
-                }
+                prepared = self.prepare_send_wr(slot, wr, sig_all, client, handle)?;
+                Ok(())
             });
             let r = match r {
                 Ok(()) => Ok(()),
                 Err(PostError::Write(cqe)) => Err(cqe),
                 Err(PostError::Written(e)) => {
-                    Err(error_cqe(decoded.0, status_of(e), decoded.1, handle))
+                    Err(error_cqe(prepared.0, status_of(e), prepared.1, handle))
                 }
-                // The QP took no WR (state, depth): the slot decoded on its own says
-                // which completion, as before the engine was asked.
-                Err(PostError::Verb(_)) => self.post_copied(engine, qp, slot, sig_all, client),
+                // The QP took no WR (state, depth): the slot, prepared on its own, says
+                // which completion, as when the engine was asked with a decoded WR.
+                Err(PostError::Verb(e)) => {
+                    let mut wr = SendWr::EMPTY;
+                    Err(
+                        match self.prepare_send_wr(slot, &mut wr, sig_all, client, handle) {
+                            Ok((wr_id, op)) => error_cqe(wr_id, status_of(e), op, handle),
+                            Err(cqe) => cqe,
+                        },
+                    )
+                }
             };
             match r {
                 Ok(()) => posted += 1,
@@ -255,38 +256,29 @@ impl ShmService {
         n == want
     }
 
-    /// Decodes an SQ slot on its own and posts it: the slow path, for a slot the QP
-    /// took no WR from (its error completion then says what the slot holds).
-    #[cold]
-    fn post_copied(
+    /// Decodes SQ slot `slot` into `wr` (`SIGNALED` added for a QP that signals all, a
+    /// FastReg's arena handle translated) and returns its (wr_id, completion opcode);
+    /// the error completion if the slot does not decode (`InvalidWqe`) or names no arena
+    /// of the client (`InvalidPd`).
+    #[inline(always)]
+    fn prepare_send_wr(
         &self,
-        engine: &mut Engine,
-        qp: QpId,
         slot: &[u8; SEND_SLOT_SIZE],
+        wr: &mut SendWr,
         sig_all: bool,
         client: u32,
-    ) -> Result<(), Cqe> {
-        let handle = self.qps.get(&qp).map_or(NO_QP_HANDLE, |q| q.handle);
-        match decode_send_wr(slot) {
-            Err(e) => Err(error_cqe(
-                e.wr_id,
-                WcStatus::InvalidWqe,
-                WcOpcode::Send,
-                handle,
-            )),
-            Ok(mut wr) => {
-                if sig_all {
-                    wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
-                }
-                let op = wc_opcode(&wr.op);
-                match self.translate_fastreg(client, &mut wr.op) {
-                    false => Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, op, handle)),
-                    true => engine
-                        .post_send(qp, &wr)
-                        .map_err(|e| error_cqe(wr.wr_id, status_of(e), op, handle)),
-                }
-            }
+        handle: u32,
+    ) -> Result<(u64, WcOpcode), Cqe> {
+        decode_send_wr_into(slot, wr)
+            .map_err(|e| error_cqe(e.wr_id, WcStatus::InvalidWqe, WcOpcode::Send, handle))?;
+        if sig_all {
+            wr.flags = SendFlags(wr.flags.0 | SendFlags::SIGNALED.0);
         }
+        let op = wc_opcode(&wr.op);
+        if !self.translate_fastreg(client, &mut wr.op) {
+            return Err(error_cqe(wr.wr_id, WcStatus::InvalidPd, op, handle));
+        }
+        Ok((wr.wr_id, op))
     }
 
     /// A FastReg names the client's arena handle: replace it by the region. False if the

@@ -4,7 +4,8 @@
 //! A `Qp` never touches the PD/CQ/SRQ/memory tables itself: every call that needs them
 //! receives a `Ctx` (`crate::ctx`) built by the [`Rnic`](crate::Rnic) from its tables.
 //!
-//! File split (siw-like): `sq` (send queue and retirement), `tx` (outbound segments),
+//! File split (siw-like): `sq` (send queue and retirement), `sq_ring` (the fixed ring the
+//! send queue keeps its WQEs in, reused in place), `tx` (outbound segments),
 //! `rx` (inbound dispatch, Sends, Writes), `rx_read` (Read Requests and Responses),
 //! `term` (Terminate, error entry, flush), `llp` (LLP events and state changes).
 

@@ -47,15 +47,7 @@ pub(crate) struct SqEntry {
 }
 
 /// What the slots of a [`WqeRing`] hold before their first WQE.
-pub(crate) const BLANK_ENTRY: SqEntry = SqEntry::new(
-    SendWr {
-        wr_id: 0,
-        op: SendOp::Send,
-        sgl: iwarp_types::SgList::new(),
-        flags: SendFlags::NONE,
-    },
-    0,
-);
+pub(crate) const BLANK_ENTRY: SqEntry = SqEntry::new(SendWr::EMPTY, 0);
 
 impl SqEntry {
     pub(crate) const fn new(wr: SendWr, seq: u64) -> SqEntry {
@@ -147,15 +139,15 @@ impl SendQueue {
         self.q.get_mut(i).filter(|e| e.seq == seq)
     }
 
-    /// Appends a WR ([`WqeRing::push`]); false if the ring is full (the caller checked
-    /// the depth: it is not).
-    #[inline]
+    /// Appends a WR (a copy into [`WqeRing::next_wr`], then [`SendQueue::commit`]);
+    /// false if the ring is full. Posting goes through `Rnic::post_send_with`.
+    #[cfg(test)]
     pub(crate) fn push(&mut self, wr: &SendWr) -> bool {
-        let pushed = self.q.push(wr, self.next_seq);
-        if pushed {
-            self.next_seq += 1;
+        match self.q.next_wr() {
+            Some(w) => *w = *wr,
+            None => return false,
         }
-        pushed
+        self.commit()
     }
 
     /// Appends the WR written through [`WqeRing::next_wr`] ([`WqeRing::commit`]).

@@ -115,7 +115,7 @@ impl WqeRing {
 
     /// Appends a fresh WQE for `wr` with sequence number `seq` ([`WqeRing::next_wr`],
     /// then [`WqeRing::commit`]). False (nothing written) if the ring is full.
-    #[inline]
+    #[cfg(test)]
     pub(crate) fn push(&mut self, wr: &SendWr, seq: u64) -> bool {
         match self.next_wr() {
             Some(w) => *w = *wr,
