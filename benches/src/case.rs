@@ -52,7 +52,15 @@ impl Case {
         self
     }
 
-    /// `write_64KiB`, with `_mtu9000` / `_swcsum` suffixes for non-default settings.
+    /// The same case with payloads placed in the pass that checks their CRC (`true`) or
+    /// after it (the default).
+    pub fn with_place_before_crc(mut self, on: bool) -> Case {
+        self.pair.place_before_crc = on;
+        self
+    }
+
+    /// `write_64KiB`, with `_mtu9000` / `_swcsum` / `_place_before_crc` suffixes for
+    /// non-default settings.
     pub fn name(&self) -> String {
         let mut n = format!("write_{}", size_name(u64::from(self.write.msg_len)));
         if self.pair.mtu != PairConfig::default().mtu {
@@ -60,6 +68,9 @@ impl Case {
         }
         if !self.pair.checksum_offload {
             n.push_str("_swcsum");
+        }
+        if self.pair.place_before_crc {
+            n.push_str("_place_before_crc");
         }
         n
     }
@@ -71,8 +82,13 @@ impl Case {
         } else {
             "software"
         };
+        let place = if self.pair.place_before_crc {
+            "placed in the CRC's pass"
+        } else {
+            "placed after the CRC"
+        };
         format!(
-            "mtu {}, TCP/IP checksums {csum}, MPA CRC on, {} WRs in flight, signaled 1/{}",
+            "mtu {}, TCP/IP checksums {csum}, MPA CRC on, {place}, {} WRs in flight, signaled 1/{}",
             self.pair.mtu, self.pair.sq_depth, self.write.signal_every
         )
     }

@@ -54,6 +54,9 @@ pub struct PairConfig {
     pub round_ns: u64,
     /// Connection table size of each engine (and the largest listen backlog).
     pub max_conns: usize,
+    /// Receivers place a whole FPDU's payload in the pass that checks its CRC
+    /// (`MpaConfig::place_before_crc`); default off, as the engine's.
+    pub place_before_crc: bool,
 }
 
 impl Default for PairConfig {
@@ -67,6 +70,7 @@ impl Default for PairConfig {
             burst_frames: 32,
             round_ns: 1_000,
             max_conns: 64,
+            place_before_crc: false,
         }
     }
 }
@@ -94,6 +98,7 @@ impl Node {
         let mut ecfg = bench_config(last, cfg.mtu, cfg.checksum_offload);
         ecfg.max_conns = cfg.max_conns;
         ecfg.backlog_max = cfg.max_conns;
+        ecfg.mpa.place_before_crc = cfg.place_before_crc;
         ecfg.rnic.limits = RnicLimits {
             max_sq_wr: cfg.sq_depth.max(RnicLimits::default().max_sq_wr),
             max_cqe: cfg.cq_depth.max(RnicLimits::default().max_cqe),

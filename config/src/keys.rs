@@ -143,6 +143,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("mpa.tx_ulpdu_max_bytes", "Largest ULPDU we send (FPDUs follow the MSS)."),
     k("mpa.rx_ulpdu_max_bytes", "Largest inbound ULPDU (<= 65535); longer gets a Terminate. 9216 covers MTU 9000."),
     k("mpa.responder_waits_for_first_fpdu", "A responder sends no FPDU before it received one (RFC 5044 7.1.2)."),
+    k("mpa.place_before_crc", "Place a whole FPDU's payload (Write, Read Response, Send; >= 256 bytes) in the pass that computes its CRC, then check it before anything else happens: one pass over received bytes, as Linux siw. A CRC error then leaves the placed bytes where the (maybe corrupted) header pointed, inside memory the peer may write. Default false: nothing is placed before its CRC verified."),
     k("mpa.initiator_nudge_ms", "Initiator: ms until a zero-length RDMA Write nudges a responder that has sent nothing (siw; then x4, x16, x64). 0 = off."),
     k("mpa.pool_rings", "FPDU rings the engine lends at once (connections with FPDUs in flight); others wait for one, first come first served, and while they wait a holder queues at most 64 FPDUs per turn."),
     k("mpa.pool_staging", "Receive staging buffers lent at once (connections inside an FPDU that straddles segments)."),

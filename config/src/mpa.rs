@@ -91,6 +91,10 @@ pub struct MpaSection {
     /// Receive staging buffers the pool lends at once (connections in the middle of an
     /// FPDU that straddles segments).
     pub pool_staging: u32,
+    /// Place a whole FPDU's payload in the pass that computes its CRC, then check it
+    /// (one pass over received bytes, as Linux siw; see `MpaConfig::place_before_crc`
+    /// for what a CRC error then leaves in memory). Default off.
+    pub place_before_crc: bool,
 }
 
 impl Default for MpaSection {
@@ -113,6 +117,7 @@ impl Default for MpaSection {
             initiator_nudge_ms: iwarp_engine::config::DEFAULT_INITIATOR_NUDGE_MS,
             pool_rings: iwarp_engine::config::DEFAULT_MPA_POOL_RINGS as u32,
             pool_staging: iwarp_engine::config::DEFAULT_MPA_POOL_STAGING as u32,
+            place_before_crc: false,
         }
     }
 }
@@ -150,6 +155,7 @@ impl MpaSection {
             tx_ulpdu_max_bytes: self.tx_ulpdu_max_bytes as usize,
             rx_ulpdu_max_bytes: self.rx_ulpdu_max_bytes as usize,
             responder_waits_for_first_fpdu: self.responder_waits_for_first_fpdu,
+            place_before_crc: self.place_before_crc,
         }
     }
 

@@ -4,9 +4,12 @@
 //!
 //! ```text
 //! cargo run --release -p iwarp-benches --bin iwarp-bench-report -- [--runs N] [--secs S]
-//!     [--mtu M] [--sw-csum] [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N]
-//!     [--profile-wrs N] [--limit-only] [--scale N]
+//!     [--mtu M] [--sw-csum] [--place-before-crc] [--sizes 64,4096,65536] [--sq-depth D]
+//!     [--signal-every N] [--profile-wrs N] [--limit-only] [--scale N]
 //! ```
+//!
+//! `--place-before-crc` sets the engines' `MpaConfig::place_before_crc` (payloads copied
+//! in the pass that checks their CRC; default off: placed after the CRC verified).
 //!
 //! `--scale N` runs only the scale benchmark instead (`iwarp_benches::scale`): N QPs
 //! connected between two engines on one core (set-up rate, memory per connection idle,
@@ -32,6 +35,7 @@ struct Args {
     secs: f64,
     mtu: Option<usize>,
     sw_csum: bool,
+    place_before_crc: bool,
     sizes: Vec<u32>,
     sq_depth: Option<u32>,
     signal_every: Option<u64>,
@@ -40,7 +44,7 @@ struct Args {
     scale: Option<usize>,
 }
 
-const USAGE: &str = "usage: iwarp-bench-report [--runs N] [--secs S] [--mtu M] [--sw-csum] \
+const USAGE: &str = "usage: iwarp-bench-report [--runs N] [--secs S] [--mtu M] [--sw-csum] [--place-before-crc] \
                      [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--profile-wrs N] [--limit-only] [--scale N]";
 
 fn parse() -> Result<Args, String> {
@@ -49,6 +53,7 @@ fn parse() -> Result<Args, String> {
         secs: 1.0,
         mtu: None,
         sw_csum: false,
+        place_before_crc: false,
         sizes: vec![4096, 65536, 64],
         sq_depth: None,
         signal_every: None,
@@ -82,6 +87,7 @@ fn parse() -> Result<Args, String> {
             }
             "--scale" => a.scale = Some(value()?.parse().map_err(|e| format!("--scale: {e}"))?),
             "--sw-csum" => a.sw_csum = true,
+            "--place-before-crc" => a.place_before_crc = true,
             "--limit-only" => a.limit_only = true,
             "--sizes" => {
                 a.sizes = value()?
@@ -176,7 +182,9 @@ fn main() -> ExitCode {
             );
             continue;
         }
-        let mut case = Case::write(size).with_checksum_offload(!args.sw_csum);
+        let mut case = Case::write(size)
+            .with_checksum_offload(!args.sw_csum)
+            .with_place_before_crc(args.place_before_crc);
         if let Some(mtu) = args.mtu {
             case = case.with_mtu(mtu);
         }

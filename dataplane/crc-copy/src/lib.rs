@@ -5,8 +5,10 @@
 //! frame and then computed the FPDU's CRC over the frame: two passes over every payload
 //! byte. On a core that moves the data of both ends (the shared-memory loopback) each pass
 //! over the payload cost about the same, 11-13 % of the core at 1 MiB (docs/BENCHMARKS.md);
-//! folding the CRC into the copy takes the CRC's pass away on transmit. Neither
-//! `crc32c` nor `crc-fast` copies, hence this module.
+//! folding the CRC into the copy takes the CRC's pass away on transmit, and on receive
+//! where a payload is placed in the pass that checks its FPDU's CRC (RDMA Writes, Read
+//! Responses and Sends that came whole in one segment). Neither `crc32c` nor `crc-fast`
+//! copies, hence this module.
 //!
 //! How: on x86-64 CPUs with AVX-512 (F, VL) and VPCLMULQDQ, each 64-byte block is loaded
 //! once, stored to the destination and folded into four 512-bit accumulators with
@@ -34,9 +36,9 @@
 //!
 //! `unsafe` is confined to the kernels (`wide.rs`, `ymm.rs`, `copy.rs`: the SIMD
 //! intrinsics, each block with its `SAFETY:` comment), their dispatch here, and the raw
-//! ends of [`copy_crc32c_from_raw`], [`copy_from_raw`] and [`copy_to_raw`] (shared memory
-//! that another process may write: read and written through a pointer, never a
-//! reference).
+//! ends of [`copy_crc32c_from_raw`], [`copy_crc32c_to_raw`], [`copy_from_raw`] and
+//! [`copy_to_raw`] (shared memory that another process may write: read and written
+//! through a pointer, never a reference).
 
 mod copy;
 #[cfg(target_arch = "x86_64")]
@@ -168,6 +170,35 @@ pub unsafe fn copy_crc32c_from_raw(dst: &mut [u8], src: *const u8, crc: u32) -> 
     crc32c_append(crc, dst)
 }
 
+/// As [`copy_crc32c`], into `dst`, `src.len()` bytes of memory that another process may
+/// read or write meanwhile (a client's registered memory: a received payload placed in
+/// the pass that checks its MPA CRC). The CRC is that of `src` (the bytes loaded to be
+/// stored), whatever `dst` holds before or after.
+///
+/// # Safety
+///
+/// `dst` must be valid for writes of `src.len()` bytes for the whole call and must not
+/// overlap `src`.
+pub unsafe fn copy_crc32c_to_raw(dst: *mut u8, src: &[u8], crc: u32) -> u32 {
+    let n = src.len();
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_wide() {
+        // SAFETY: the caller guarantees `dst` for `n` bytes of writes and no overlap;
+        // `src` is a slice of `n` bytes; the CPU has the features (checked above). The
+        // kernel computes the CRC from the registers it loaded from `src`.
+        return unsafe { wide::copy_crc(dst, src.as_ptr(), n, crc) };
+    }
+    #[cfg(target_arch = "x86_64")]
+    if n >= WIDE_MIN_LEN && has_ymm() {
+        // SAFETY: as above, with the 256-bit kernel's features (checked above).
+        return unsafe { ymm::copy_crc(dst, src.as_ptr(), n, crc) };
+    }
+    // SAFETY: as above; the copy writes through the pointer (no reference to shared
+    // memory is formed), and the CRC is computed over `src`, private memory.
+    unsafe { copy::copy_to_raw(dst, src) };
+    crc32c_append(crc, src)
+}
+
 /// CRC32c of `data` continued from `crc`, for bytes that are not copied: the copying
 /// kernels without their stores from [`WIDE_MIN_LEN`] bytes, the 512-bit one on CPUs
 /// that have it ([`has_wide`]), else the 256-bit one ([`has_ymm`]); up to
@@ -220,6 +251,11 @@ mod tests {
                 // SAFETY: `s` is a live slice of at least `d.len()` bytes (the callers
                 // pass equal lengths) that does not overlap `d`.
                 unsafe { copy_crc32c_from_raw(d, s.as_ptr(), c) }
+            }),
+            ("raw destination", |d, s, c| {
+                // SAFETY: `d` is a live slice of at least `s.len()` bytes (the callers
+                // pass equal lengths) that does not overlap `s`.
+                unsafe { copy_crc32c_to_raw(d.as_mut_ptr(), s, c) }
             }),
         ];
         #[cfg(target_arch = "x86_64")]

@@ -2,7 +2,7 @@
 //! (receive), and MPA's adapters as TCP's `TxSource` / `RxSink`. Built by the engine for
 //! each TCP call; they hold borrows only.
 
-use iwarp_mpa::{MpaRx, MpaTx, UlpduSink, UlpduSource};
+use iwarp_mpa::{MpaRx, MpaTx, RxCrc, UlpduSink, UlpduSource};
 use iwarp_rdma::{Rnic, TxUlpdu};
 use iwarp_tcp::{RxSink, TxSource};
 use iwarp_types::{Memory, QpId, TermCode};
@@ -34,7 +34,8 @@ impl UlpduSource<TxUlpdu> for QpSource<'_> {
     }
 }
 
-/// Receive side: MPA hands over CRC-checked ULPDUs; the QP validates and places them.
+/// Receive side: MPA hands over ULPDUs (CRC checked, or pending for the QP to check while
+/// it places the payload); the QP validates and places them.
 pub struct QpSink<'a> {
     /// The verbs objects.
     pub rnic: &'a mut Rnic,
@@ -48,6 +49,15 @@ impl UlpduSink for QpSink<'_> {
     fn on_ulpdu(&mut self, ulpdu: &[u8]) -> Result<(), TermCode> {
         match self.qp {
             Some(qp) => self.rnic.qp_on_ulpdu(qp, ulpdu, self.mem),
+            None => Err(TermCode::RDMAP_CATASTROPHIC_STREAM),
+        }
+    }
+
+    fn on_fpdu(&mut self, ulpdu: &[u8], crc: &mut RxCrc<'_>) -> Result<(), TermCode> {
+        match self.qp {
+            // The QP checks the CRC before it acts, or while it places the payload.
+            Some(qp) => self.rnic.qp_on_fpdu(qp, ulpdu, crc, self.mem),
+            None if !crc.check() => Err(TermCode::LLP_CRC),
             None => Err(TermCode::RDMAP_CATASTROPHIC_STREAM),
         }
     }

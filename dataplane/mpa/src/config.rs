@@ -80,6 +80,15 @@ pub struct MpaConfig {
     /// 240 s: two of Linux's largest RTO intervals (`TCP_RTO_MAX`, 120 s) without one
     /// octet arriving, so a lossy but live path does not trip it.
     pub fpdu_stall_timeout: Duration,
+    /// Place the payload of an FPDU that came whole (an RDMA Write's, a Read Response's,
+    /// a Send's, 256 octets or more) in the pass that computes its CRC, and check the CRC
+    /// right after, before anything else happens (completion, delivery, error action):
+    /// one pass over each received byte instead of a CRC and then a copy, what Linux siw
+    /// does. The price: when the CRC then fails, the bytes placed stay where the header
+    /// pointed, and a corrupted header (STag, TO) that still names memory the peer may
+    /// write moves them there. Default off: no byte is placed before its FPDU's CRC
+    /// verified. No effect without CRC.
+    pub place_before_crc: bool,
 }
 
 impl Default for MpaConfig {
@@ -99,6 +108,7 @@ impl Default for MpaConfig {
             rx_ulpdu_max_bytes: ULPDU_MAX_LEN,
             responder_waits_for_first_fpdu: true,
             fpdu_stall_timeout: Duration::from_secs(240),
+            place_before_crc: false,
         }
     }
 }

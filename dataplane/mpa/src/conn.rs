@@ -496,6 +496,7 @@ impl<D> MpaConn<D> {
                         n.markers_rx,
                         self.rx_base,
                         self.cfg.rx_ulpdu_max(),
+                        n.crc && self.cfg.place_before_crc,
                     ));
                 }
             }

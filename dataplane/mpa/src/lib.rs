@@ -37,7 +37,7 @@ pub use config::{CrcPolicy, MarkerPolicy, MpaConfig};
 pub use conn::{MpaConn, MpaCounters, MpaRx, MpaTx};
 pub use event::{FailReason, Failure, MpaEvent, Negotiated, PrivateData, RequestInfo};
 pub use handshake::{MpaApiError, MpaState, Role};
-pub use iwarp_wire::mpa::{RtrSet, RtrType};
+pub use iwarp_wire::mpa::{RtrSet, RtrType, RxCrc};
 pub use pool::{MpaPool, PoolCounters, PoolLimits};
 pub use rx::{RxCounters, UlpduSink, MIN_ULPDU_LEN};
 pub use tx::{PushError, UlpduSource};

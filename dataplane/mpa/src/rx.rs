@@ -3,7 +3,9 @@
 //! A ULPDU is handed to [`UlpduSink::on_ulpdu`] only after its FPDU's CRC verified (when
 //! CRC is in use). When a whole FPDU lies inside one delivered slice and no marker falls
 //! inside it, the CRC is checked over the slice and the ULPDU is handed on as a sub-slice
-//! (no copy). Otherwise its octets (markers removed) are gathered in a staging buffer
+//! (no copy); with `MpaConfig::place_before_crc` it goes to [`UlpduSink::on_fpdu`] with
+//! its CRC still to check ([`RxCrc`]) instead: the sink checks it before it acts on the
+//! ULPDU, or while it places the payload (one pass over the payload on receive). Otherwise its octets (markers removed) are gathered in a staging buffer
 //! sized for the largest ULPDU we accept (`MpaConfig::rx_ulpdu_max_bytes`), while the CRC
 //! runs over the wire octets. The staging buffer is borrowed from the engine's
 //! [`crate::MpaPool`] for the time the FPDU is incomplete and given back when it is
@@ -24,17 +26,34 @@
 
 use iwarp_types::TermCode;
 use iwarp_wire::marker::{Marker, MarkerLayout, MARKER_LEN};
-use iwarp_wire::mpa::{crc32c_append, crc_from_wire, fpdu_len, Fpdu, CRC_LEN, ULPDU_LENGTH_LEN};
+use iwarp_wire::mpa::{
+    crc32c_append, crc_from_wire, fpdu_len, Fpdu, RxCrc, CRC_LEN, ULPDU_LENGTH_LEN,
+};
 
 use crate::event::{FailReason, Failure};
 
 /// Smallest ULPDU: the tagged DDP header (RFC 5041 section 4.2, siw `MIN_DDP_HDR` - 2).
 pub const MIN_ULPDU_LEN: usize = 14;
 
-/// Receives complete, CRC-verified ULPDUs. Implemented by the RDMA layer.
+/// Receives complete ULPDUs. Implemented by the RDMA layer.
 pub trait UlpduSink {
-    /// One ULPDU (DDP header + payload). An error makes MPA fail with that code.
+    /// One CRC-verified ULPDU (DDP header + payload). An error makes MPA fail with that
+    /// code.
     fn on_ulpdu(&mut self, ulpdu: &[u8]) -> Result<(), TermCode>;
+
+    /// One ULPDU of an FPDU that came whole, whose CRC (`crc`) may not be checked yet:
+    /// the sink calls [`RxCrc::check`] before acting on the ULPDU in any way other than
+    /// placing payload into memory the peer may write, which it may do in the pass that
+    /// computes the CRC ([`RxCrc::before`]). `Err(TermCode::LLP_CRC)`: the CRC did not
+    /// match and the sink did nothing else (no Terminate queued); MPA fails as for any
+    /// CRC error. MPA checks whatever is still pending when the sink returns. This
+    /// default checks first, then hands the ULPDU to [`UlpduSink::on_ulpdu`].
+    fn on_fpdu(&mut self, ulpdu: &[u8], crc: &mut RxCrc<'_>) -> Result<(), TermCode> {
+        if !crc.check() {
+            return Err(TermCode::LLP_CRC);
+        }
+        self.on_ulpdu(ulpdu)
+    }
 }
 
 /// Receive counters.
@@ -55,6 +74,8 @@ pub struct RxCounters {
 /// The FPDU deframer of one connection.
 pub(crate) struct Deframer {
     crc: bool,
+    /// Whole FPDUs go to the sink with their CRC pending (`MpaConfig::place_before_crc`).
+    place_before_crc: bool,
     markers: Option<MarkerLayout>,
     ulpdu_max: usize,
     /// Content octets (ULPDU_Length .. CRC, markers removed) of the current FPDU; empty
@@ -102,10 +123,18 @@ fn failure(reason: FailReason, term: TermCode) -> Failure {
 }
 
 impl Deframer {
-    /// A deframer whose first FPDU (or first marker) starts at stream offset `base`.
-    pub(crate) fn new(crc: bool, markers: bool, base: u64, ulpdu_max: usize) -> Deframer {
+    /// A deframer whose first FPDU (or first marker) starts at stream offset `base`;
+    /// `place_before_crc` (with `crc`) hands whole FPDUs on with their CRC pending.
+    pub(crate) fn new(
+        crc: bool,
+        markers: bool,
+        base: u64,
+        ulpdu_max: usize,
+        place_before_crc: bool,
+    ) -> Deframer {
         Deframer {
             crc,
+            place_before_crc: crc && place_before_crc,
             markers: markers.then(|| MarkerLayout::new(base)),
             ulpdu_max,
             staging: Vec::new(),
@@ -326,12 +355,27 @@ impl Deframer {
             }
         }
         let f = Fpdu::new_unchecked(&data[..flen]);
-        if self.crc && !f.verify_crc() {
-            self.counters.crc_errors += 1;
-            return Err(failure(FailReason::Crc, TermCode::LLP_CRC));
+        let r = if self.place_before_crc {
+            // The sink checks the CRC, maybe while it places the payload (`RxCrc`).
+            let mut crc = RxCrc::pending(&f);
+            let r = sink.on_fpdu(f.ulpdu(), &mut crc);
+            match r {
+                Ok(()) if !crc.check() => Err(TermCode::LLP_CRC),
+                r => r,
+            }
+        } else if self.crc && !f.verify_crc() {
+            Err(TermCode::LLP_CRC)
+        } else {
+            sink.on_ulpdu(f.ulpdu())
+        };
+        match r {
+            Ok(()) => {}
+            Err(TermCode::LLP_CRC) => {
+                self.counters.crc_errors += 1;
+                return Err(failure(FailReason::Crc, TermCode::LLP_CRC));
+            }
+            Err(t) => return Err(failure(FailReason::Ulp, t)),
         }
-        sink.on_ulpdu(f.ulpdu())
-            .map_err(|t| failure(FailReason::Ulp, t))?;
         self.counters.fpdus += 1;
         self.counters.fpdus_zero_copy += 1;
         Ok(Some(flen))

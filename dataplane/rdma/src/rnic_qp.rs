@@ -10,6 +10,7 @@ use crate::qp::{
     TxUlpdu,
 };
 use crate::Rnic;
+use iwarp_wire::mpa::RxCrc;
 
 impl Rnic {
     /// Create QP (verbs 9.2.5.1): a QP in Idle. Returns its id and the attributes as
@@ -312,8 +313,30 @@ impl Rnic {
         ulpdu: &[u8],
         mem: &mut dyn Memory,
     ) -> Result<(), TermCode> {
-        self.with_qp(qp, None, |q, ctx| q.on_ulpdu(ctx, ulpdu, mem))
-            .unwrap_or(Err(TermCode::RDMAP_CATASTROPHIC_STREAM))
+        self.qp_on_fpdu(qp, ulpdu, &mut RxCrc::checked(), mem)
+    }
+
+    /// As [`Rnic::qp_on_ulpdu`], for a ULPDU whose FPDU's CRC may still be pending
+    /// (`iwarp_mpa::UlpduSink::on_fpdu`'s contract): the QP checks it before it acts on
+    /// the segment, or while it places the payload of an RDMA Write, a Read Response or a
+    /// Send (one pass over the payload). `Err(TermCode::LLP_CRC)`: the CRC did not match;
+    /// nothing but placement happened and no Terminate is queued (MPA's failure path
+    /// queues it, as for a CRC found wrong first).
+    pub fn qp_on_fpdu(
+        &mut self,
+        qp: QpId,
+        ulpdu: &[u8],
+        crc: &mut RxCrc<'_>,
+        mem: &mut dyn Memory,
+    ) -> Result<(), TermCode> {
+        let r = self.with_qp(qp, None, |q, ctx| q.on_ulpdu(ctx, ulpdu, crc, mem));
+        r.unwrap_or_else(|_| {
+            if crc.check() {
+                Err(TermCode::RDMAP_CATASTROPHIC_STREAM)
+            } else {
+                Err(TermCode::LLP_CRC)
+            }
+        })
     }
 
     /// An LLP event on the QP's connection.

@@ -42,6 +42,21 @@ pub trait Memory {
         self.read(region, offset, out)?;
         Ok(iwarp_crc_copy::crc32c_append(crc, out))
     }
+
+    /// Copies as [`Memory::write`] and returns the CRC32c of `data` continued from `crc`:
+    /// a received payload placed in the pass that checks its FPDU's MPA CRC. Nothing is
+    /// written if the range is not inside the arena. Implementations copy and CRC in one
+    /// pass where they can; this default writes, then computes the CRC over `data`.
+    fn write_crc32c(
+        &mut self,
+        region: RegionId,
+        offset: u64,
+        data: &[u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.write(region, offset, data)?;
+        Ok(iwarp_crc_copy::crc32c_append(crc, data))
+    }
 }
 
 /// Arenas held in `Vec<u8>`s: the memory of simulations, tests and benchmarks.
@@ -114,6 +129,21 @@ impl Memory for VecMemory {
             crc,
         ))
     }
+
+    fn write_crc32c(
+        &mut self,
+        region: RegionId,
+        offset: u64,
+        data: &[u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        let (s, e) = self.range(region, offset, data.len()).ok_or(MemoryFault)?;
+        Ok(iwarp_crc_copy::copy_crc32c(
+            &mut self.arenas[region.0 as usize][s..e],
+            data,
+            crc,
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -153,5 +183,29 @@ mod tests {
         let mut out = [0u8; 8];
         assert_eq!(m.read_crc32c(r, 4995, &mut out, 0), Err(MemoryFault));
         assert_eq!(m.read_crc32c(RegionId(3), 0, &mut out, 0), Err(MemoryFault));
+    }
+
+    #[test]
+    fn write_crc32c_places_and_continues_the_crc() {
+        let mut m = VecMemory::new();
+        let r = m.add_arena(5000);
+        let data: Vec<u8> = (0..5000u32).map(|i| (i * 29 + 5) as u8).collect();
+        for (off, len) in [(0, 0), (3, 100), (9, 4000), (0, 5000)] {
+            m.arena_mut(r).fill(0xee);
+            let head = iwarp_crc_copy::crc32c_append(0, b"header");
+            let c = m.write_crc32c(r, off as u64, &data[..len], head).unwrap();
+            assert_eq!(c, iwarp_crc_copy::crc32c_append(head, &data[..len]));
+            assert_eq!(&m.arena(r)[off..off + len], &data[..len]);
+            // Nothing outside the range.
+            assert!(m.arena(r)[..off].iter().all(|&b| b == 0xee));
+            assert!(m.arena(r)[off + len..].iter().all(|&b| b == 0xee));
+        }
+        m.arena_mut(r).fill(0);
+        assert_eq!(m.write_crc32c(r, 4995, &data[..8], 0), Err(MemoryFault));
+        assert!(m.arena(r).iter().all(|&b| b == 0), "a refused write wrote");
+        assert_eq!(
+            m.write_crc32c(RegionId(3), 0, &data[..8], 0),
+            Err(MemoryFault)
+        );
     }
 }

@@ -508,6 +508,9 @@ pub const fn crc_from_wire(b: [u8; CRC_LEN]) -> u32 {
     u32::from_le_bytes(b)
 }
 
+mod rx_crc;
+pub use rx_crc::RxCrc;
+
 /// A view of one FPDU without markers.
 #[derive(Debug, Clone)]
 pub struct Fpdu<T: AsRef<[u8]>> {

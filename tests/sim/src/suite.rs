@@ -170,8 +170,12 @@ pub fn run_seed_with(seed: u64, plan_cfg: &PlanConfig) -> Result<RunStats, Strin
         ..*plan_cfg
     };
     let plan = Plan::generate(&plan_cfg, &mut rng);
+    // Half the seeds place payloads in the pass that checks their CRC (`MpaConfig::
+    // place_before_crc`); taken from the seed, not drawn, so every seed's scenario stays
+    // what it was before the option existed.
+    let place_before_crc = (seed >> 17) & 1 == 1;
     if std::env::var("IWARP_SIM_TRACE").is_ok_and(|v| v == "1") {
-        eprintln!("shape {shape:?}");
+        eprintln!("shape {shape:?}, place_before_crc {place_before_crc}");
         for (i, op) in plan.ops.iter().enumerate() {
             eprintln!("op #{i}: {op:?}");
         }
@@ -186,6 +190,7 @@ pub fn run_seed_with(seed: u64, plan_cfg: &PlanConfig) -> Result<RunStats, Strin
         } else {
             CrcPolicy::Off
         };
+        cfg.mpa.place_before_crc = place_before_crc;
         if let Some(rtr) = shape.p2p {
             cfg.mpa.rtr = rtr;
         }

@@ -1,7 +1,7 @@
 //! TCP under impairment: heavy loss, reordering and duplication, a slow bottleneck with a
 //! small queue, corruption that only the MPA CRC can catch, and an MTU black hole.
 
-use iwarp_engine::Event;
+use iwarp_engine::{EngineConfig, Event};
 use iwarp_mpa::CrcPolicy;
 use iwarp_sim::host::{Pair, PairOptions};
 use iwarp_sim::link::{CorruptRegion, LinkConfig};
@@ -153,16 +153,14 @@ fn slow_bottleneck_with_tail_drop() {
     );
 }
 
-#[test]
-fn corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc() {
-    let (seed, _g) = guard("corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc");
-    // Checksum offload: the engines neither fill nor verify TCP checksums, so only the
-    // MPA CRC stands between flipped payload bits and the destination memory.
+/// A 200,000-byte Write from A to B over a link that corrupts 5 % of A's TCP payloads
+/// past the TCP checksum. `engine` must set checksum offload (the engines neither fill
+/// nor verify it), so only the MPA CRC stands between flipped bits and B's memory. Runs
+/// until A got B's LLP CRC Terminate and checks that B counted the CRC error, reported
+/// it, and never completed the Write successfully; returns the pair and the bytes sent.
+fn corrupted_write(seed: u64, engine: fn(usize, &mut EngineConfig)) -> (Pair, Vec<u8>) {
     let opts = PairOptions {
-        engine: |_, c| {
-            c.checksum_offload = true;
-            c.mpa.crc = CrcPolicy::Request;
-        },
+        engine,
         ..PairOptions::default()
     };
     let mut p = Pair::new(seed, opts);
@@ -198,7 +196,26 @@ fn corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc() {
     );
     assert!(p.host(b).counters().mpa_crc_errors >= 1);
     assert!(p.sim.events(1).iter().any(|e| matches!(e, Event::Async(ev) if ev.kind == AsyncEventKind::LlpIntegrityError(TermCode::LLP_CRC))), "{:?}", p.sim.events(1));
+    let ca = p.host(a).cqes(a.cq);
+    assert!(
+        ca.iter().all(|c| c.status != WcStatus::Success),
+        "the corrupted Write completed: {ca:?}"
+    );
+    p.sim.run_until(Duration::from_secs(300), |s| {
+        s.node(1).qp_state(b.qp) != QpState::Rts
+    });
+    (p, data)
+}
+
+#[test]
+fn corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc() {
+    let (seed, _g) = guard("corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc");
+    let (p, data) = corrupted_write(seed, |_, c| {
+        c.checksum_offload = true;
+        c.mpa.crc = CrcPolicy::Request;
+    });
     // Every byte placed is a byte sent: a prefix of whole verified FPDUs at most.
+    let b = p.b;
     let got = p.bytes(b, 0, 200_000);
     for (i, (g, d)) in got.iter().zip(&data).enumerate() {
         assert!(
@@ -206,8 +223,18 @@ fn corruption_past_the_tcp_checksum_is_caught_by_the_mpa_crc() {
             "byte {i}: placed {g:#04x}, sent {d:#04x}"
         );
     }
-    p.sim.run_until(Duration::from_secs(300), |s| {
-        s.node(1).qp_state(b.qp) != QpState::Rts
+}
+
+#[test]
+fn corruption_with_placement_before_the_crc_is_still_a_crc_error() {
+    let (seed, _g) = guard("corruption_with_placement_before_the_crc_is_still_a_crc_error");
+    // Payloads placed in the pass that checks the CRC: a corrupted FPDU still ends the
+    // connection with the LLP CRC Terminate and the Write fails. What it placed may be
+    // anywhere the peer may write (a corrupted header moves it): not checked here.
+    corrupted_write(seed, |_, c| {
+        c.checksum_offload = true;
+        c.mpa.crc = CrcPolicy::Request;
+        c.mpa.place_before_crc = true;
     });
 }
 

@@ -230,6 +230,17 @@ impl SharedMapping {
         Ok(unsafe { iwarp_crc_copy::copy_crc32c_from_raw(out, self.as_ptr().add(start), crc) })
     }
 
+    /// As [`SharedMapping::write`], and returns the CRC32c of `data` continued from `crc`,
+    /// computed in the same pass (`iwarp_crc_copy`): the CRC of what was received, whatever
+    /// the peer writes to the destination meanwhile.
+    pub fn write_crc32c(&self, offset: u64, data: &[u8], crc: u32) -> Result<u32, MemoryFault> {
+        let start = self.range(offset, data.len())?;
+        // SAFETY: as in `write`: `start..start+data.len()` is inside the writable mapping,
+        // which lives as long as `self`, and `data` is private memory; the destination is
+        // written through a pointer only.
+        Ok(unsafe { iwarp_crc_copy::copy_crc32c_to_raw(self.as_ptr().add(start), data, crc) })
+    }
+
     /// Copies `data` to `offset`; [`MemoryFault`] (and no copy) if the range is not inside
     /// `len()`. Races with the peer as [`SharedMapping::read`].
     pub fn write(&self, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {

@@ -79,6 +79,18 @@ impl Memory for ShmMemory {
             .with(self.reader, region, |m| m.read_crc32c(offset, out, crc))
             .unwrap_or(Err(MemoryFault))
     }
+
+    fn write_crc32c(
+        &mut self,
+        region: RegionId,
+        offset: u64,
+        data: &[u8],
+        crc: u32,
+    ) -> Result<u32, MemoryFault> {
+        self.table
+            .with(self.reader, region, |m| m.write_crc32c(offset, data, crc))
+            .unwrap_or(Err(MemoryFault))
+    }
 }
 
 #[cfg(test)]
@@ -114,6 +126,19 @@ mod tests {
             Err(MemoryFault)
         );
         assert_eq!(m.read_crc32c(RegionId(7), 0, &mut out, 0), Err(MemoryFault));
+        // The CRC-computing write: placed, the CRC of the data, the same faults.
+        let c = m
+            .write_crc32c(RegionId(0), 50, &big[1000..3000], 0x0bad_cafe)
+            .unwrap();
+        assert_eq!(
+            c,
+            iwarp_crc_copy::crc32c_append(0x0bad_cafe, &big[1000..3000])
+        );
+        let mut back = vec![0u8; 2000];
+        other_core.read(RegionId(0), 50, &mut back).unwrap();
+        assert_eq!(back, big[1000..3000]);
+        assert_eq!(m.write_crc32c(RegionId(1), 98, &out, 0), Err(MemoryFault));
+        assert_eq!(m.write_crc32c(RegionId(7), 0, &out, 0), Err(MemoryFault));
         assert!(ShmMemory::with_heap_arenas(&[0]).is_err());
     }
 

@@ -3,6 +3,7 @@
 
 mod b2b;
 mod close;
+mod crc_placement;
 mod exhaustion;
 mod harness;
 mod memory;

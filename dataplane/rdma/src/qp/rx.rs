@@ -8,30 +8,72 @@
 //! 24 "No L bit when expected");
 //! a Send with Invalidate on a QP with no remote right enabled gives 0x0102.
 
-use iwarp_types::{AsyncEventKind, Cqe, Memory, QpState, Stag, TermCode, WcOpcode, WcStatus};
+use iwarp_types::{
+    AsyncEventKind, Cqe, Memory, MemoryFault, QpState, Stag, TermCode, WcOpcode, WcStatus,
+};
 use iwarp_wire::ddp::{self, Model, Repr, FLG_T};
+use iwarp_wire::mpa::RxCrc;
 use iwarp_wire::rdmap::{Body, Opcode, Segment, TermControl, TerminateRepr};
 
-use crate::ctx::Ctx;
+use crate::ctx::{Ctx, Loc};
 use crate::mem::{term_code_tagged_sink, RemoteOp};
 use crate::qp::{Qp, RtrKind, RxSend, TermCause, QN_SEND};
 
 /// Result of processing one inbound segment: `Err` carries the code of the Terminate the
-/// QP queued.
+/// QP queued, or `TermCode::LLP_CRC` when the segment's pending MPA CRC did not match
+/// (then nothing but placement happened and no Terminate is queued: MPA's failure path
+/// queues it).
 pub(crate) type RxResult = Result<(), TermCode>;
 
+/// Shortest payload piece placed in the pass that checks the CRC: below it, one CRC over
+/// the whole FPDU at the end costs less than a CRC in three calls (header, copy, pad).
+const PLACE_WITH_CRC_MIN_LEN: usize = 256;
+
+/// Checks a pending MPA CRC (`Err(LLP_CRC)` if it does not match); `Ok` if none is.
+pub(crate) fn crc_ok(crc: &mut RxCrc<'_>) -> RxResult {
+    if crc.check() {
+        Ok(())
+    } else {
+        Err(TermCode::LLP_CRC)
+    }
+}
+
+/// Places `piece` (a slice of the received ULPDU) at `loc`: with the segment's CRC
+/// pending and the piece long enough, in the pass that computes the CRC over it.
+pub(crate) fn place(
+    mem: &mut dyn Memory,
+    loc: Loc,
+    piece: &[u8],
+    crc: &mut RxCrc<'_>,
+) -> Result<(), MemoryFault> {
+    if piece.len() >= PLACE_WITH_CRC_MIN_LEN {
+        if let Some(acc) = crc.before(piece) {
+            let acc = mem.write_crc32c(loc.region, loc.offset, piece, acc)?;
+            crc.covered(piece, acc);
+            return Ok(());
+        }
+    }
+    mem.write(loc.region, loc.offset, piece)
+}
+
 impl Qp {
-    /// One inbound DDP segment (a whole, CRC-checked ULPDU).
+    /// One inbound DDP segment (a whole ULPDU). Its MPA CRC (`crc`) may be pending: it
+    /// is checked before anything happens but placement of a payload (an RDMA Write's,
+    /// a Read Response's, a Send's, in RTS), which may compute it ([`place`]).
     pub(crate) fn on_ulpdu(
         &mut self,
         ctx: &mut Ctx<'_>,
         ulpdu: &[u8],
+        crc: &mut RxCrc<'_>,
         mem: &mut dyn Memory,
     ) -> RxResult {
-        self.counters.segs_in += 1;
         let raw_terminate = ulpdu.len() >= 2
             && ulpdu[0] & FLG_T == 0
             && ulpdu[1] & ddp::MASK_OPCODE == Opcode::Terminate as u8;
+        if self.state != QpState::Rts || raw_terminate || self.hold_tx {
+            crc_ok(crc)?;
+        }
+        self.counters.segs_in += 1;
         match self.state {
             QpState::Rts => {}
             QpState::Terminate if raw_terminate => {
@@ -68,13 +110,15 @@ impl Qp {
         }
         let seg = match Segment::parse(ulpdu) {
             Ok(s) => s,
-            Err(e) => return self.inbound_error(ctx, e.term_code(), ulpdu, TermCause::Local),
+            Err(e) => {
+                return self.refuse(ctx, crc, e.term_code(), ulpdu, TermCause::Local);
+            }
         };
         let h = seg.header;
         let r = match (h.model, seg.body) {
             (Model::Tagged { stag, to }, Body::Payload(p)) => match h.opcode {
-                Opcode::ReadResponse => self.rx_read_resp(ctx, &h, stag, to, p, ulpdu, mem),
-                _ => self.rx_write(ctx, &h, stag, to, p, ulpdu, mem),
+                Opcode::ReadResponse => self.rx_read_resp(ctx, &h, stag, to, p, ulpdu, crc, mem),
+                _ => self.rx_write(ctx, &h, stag, to, p, ulpdu, crc, mem),
             },
             (
                 Model::Untagged {
@@ -86,25 +130,46 @@ impl Qp {
                 body,
             ) => {
                 if h.opcode.qn() != Some(qn) {
-                    return self.inbound_error(
-                        ctx,
-                        TermCode::DDP_UNTAGGED_INVALID_QN,
-                        ulpdu,
-                        TermCause::Local,
-                    );
+                    let code = TermCode::DDP_UNTAGGED_INVALID_QN;
+                    return self.refuse(ctx, crc, code, ulpdu, TermCause::Local);
                 }
                 match body {
-                    Body::ReadRequest(rr) => self.rx_read_req(ctx, &h, msn, mo, &rr, ulpdu),
-                    Body::Payload(p) => self.rx_send(ctx, &h, inv_stag, msn, mo, p, ulpdu, mem),
-                    Body::Terminate(_) => Ok(()),
+                    Body::ReadRequest(rr) => {
+                        crc_ok(crc)?;
+                        self.rx_read_req(ctx, &h, msn, mo, &rr, ulpdu)
+                    }
+                    Body::Payload(p) => {
+                        self.rx_send(ctx, &h, inv_stag, msn, mo, p, ulpdu, crc, mem)
+                    }
+                    Body::Terminate(_) => crc_ok(crc),
                 }
             }
-            _ => Ok(()),
+            _ => crc_ok(crc),
         };
-        if r.is_ok() && h.last {
-            self.counters.msgs_in[(h.opcode as u8 & 7) as usize] += 1;
+        if r.is_ok() {
+            // What placed a payload checked the CRC before it acted; nothing is pending
+            // now unless a path forgot (then this is still before any effect but the
+            // placement and the byte counters).
+            crc_ok(crc)?;
+            if h.last {
+                self.counters.msgs_in[(h.opcode as u8 & 7) as usize] += 1;
+            }
         }
         r
+    }
+
+    /// An inbound segment is in error: once its CRC checked (a CRC error is reported
+    /// instead), queue the Terminate about it and report the code.
+    pub(crate) fn refuse(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        crc: &mut RxCrc<'_>,
+        code: TermCode,
+        ulpdu: &[u8],
+        cause: TermCause,
+    ) -> RxResult {
+        crc_ok(crc)?;
+        self.inbound_error(ctx, code, ulpdu, cause)
     }
 
     /// An inbound segment is in error: queue the Terminate about it and report the code.
@@ -129,6 +194,7 @@ impl Qp {
         mo: u32,
         payload: &[u8],
         ulpdu: &[u8],
+        crc: &mut RxCrc<'_>,
         mem: &mut dyn Memory,
     ) -> RxResult {
         let local = TermCause::Local;
@@ -140,29 +206,28 @@ impl Qp {
                     } else {
                         TermCode::DDP_UNTAGGED_MSN_RANGE
                     };
-                    return self.inbound_error(ctx, code, ulpdu, local);
+                    return self.refuse(ctx, crc, code, ulpdu, local);
                 }
                 if mo != cur.received {
-                    return self.inbound_error(
-                        ctx,
-                        TermCode::DDP_UNTAGGED_INVALID_MO,
-                        ulpdu,
-                        local,
-                    );
+                    let code = TermCode::DDP_UNTAGGED_INVALID_MO;
+                    return self.refuse(ctx, crc, code, ulpdu, local);
                 }
                 cur
             }
             None => {
                 if msn != self.rx_msn[QN_SEND] {
-                    return self.inbound_error(ctx, TermCode::DDP_UNTAGGED_MSN_RANGE, ulpdu, local);
+                    let code = TermCode::DDP_UNTAGGED_MSN_RANGE;
+                    return self.refuse(ctx, crc, code, ulpdu, local);
                 }
                 if mo != 0 {
-                    return self.inbound_error(
-                        ctx,
-                        TermCode::DDP_UNTAGGED_INVALID_MO,
-                        ulpdu,
-                        local,
-                    );
+                    let code = TermCode::DDP_UNTAGGED_INVALID_MO;
+                    return self.refuse(ctx, crc, code, ulpdu, local);
+                }
+                if payload.is_empty() || self.attr.srq.is_some() {
+                    // An RTR, or a receive that would leave the SRQ (and maybe raise its
+                    // limit event): only for a segment whose CRC is good. An RQ's receive
+                    // may be taken first: it is flushed like any other if the CRC fails.
+                    crc_ok(crc)?;
                 }
                 if self.rtr_expected == Some(RtrKind::Send) && payload.is_empty() && h.last {
                     // RFC 6581 zero-length Send RTR: consumes its MSN, not a receive.
@@ -176,7 +241,8 @@ impl Qp {
                     None => self.rq.pop_front().map(|wr| (wr, self.attr.pd)),
                 };
                 let Some((wr, pd)) = taken else {
-                    return self.inbound_error(ctx, TermCode::DDP_UNTAGGED_NO_BUFFER, ulpdu, local);
+                    let code = TermCode::DDP_UNTAGGED_NO_BUFFER;
+                    return self.refuse(ctx, crc, code, ulpdu, local);
                 };
                 if self.attr.srq.is_some() {
                     // In-order delivery: this message is the only one in progress.
@@ -190,15 +256,21 @@ impl Qp {
                 }
             }
         };
+        // The message is in progress from here: if the CRC turns out wrong, its receive
+        // (not yet advanced) is flushed with the QP, never lost.
+        self.rx_send = Some(cur);
         let end = u64::from(cur.received) + payload.len() as u64;
         if end > cur.wr.sgl.total_len() || end > u64::from(u32::MAX) {
+            crc_ok(crc)?;
             // Verbs 8.1.2.1: the receive completes in error; RFC 5041: too long.
             self.rx_send = None;
             self.complete_recv(ctx, &cur.wr, WcStatus::BaseBounds);
             let code = TermCode::DDP_UNTAGGED_TOO_LONG;
             return self.inbound_error(ctx, code, ulpdu, TermCause::Completion);
         }
-        if let Err(status) = self.place_sgl(ctx, &cur, payload, mem) {
+        let placed = self.place_sgl(ctx, &cur, payload, crc, mem);
+        crc_ok(crc)?;
+        if let Err(status) = placed {
             self.rx_send = None;
             self.complete_recv(ctx, &cur.wr, status);
             let code = TermCode::RDMAP_LOCAL_CATASTROPHIC;
@@ -241,12 +313,14 @@ impl Qp {
     }
 
     /// Places `payload` at message offset `cur.received` of the receive SGL, checking each
-    /// touched SGE (Local Write, PD) for exactly the bytes written.
+    /// touched SGE (Local Write, PD) for exactly the bytes written ([`place`]: maybe in
+    /// the pass that computes the pending CRC).
     fn place_sgl(
         &self,
         ctx: &mut Ctx<'_>,
         cur: &RxSend,
         payload: &[u8],
+        crc: &mut RxCrc<'_>,
         mem: &mut dyn Memory,
     ) -> Result<(), WcStatus> {
         let mut skip = u64::from(cur.received);
@@ -279,8 +353,7 @@ impl Qp {
                 ctx.resolve_local(&piece, need, cur.pd, privileged, Some(&*mem))?
             };
             let (now, rest) = src.split_at(take);
-            mem.write(loc.region, loc.offset, now)
-                .map_err(|_| WcStatus::LocalQpCatastrophic)?;
+            place(mem, loc, now, crc).map_err(|_| WcStatus::LocalQpCatastrophic)?;
             src = rest;
             skip = 0;
         }
@@ -296,9 +369,11 @@ impl Qp {
         to: u64,
         payload: &[u8],
         ulpdu: &[u8],
+        crc: &mut RxCrc<'_>,
         mem: &mut dyn Memory,
     ) -> RxResult {
         if payload.is_empty() {
+            crc_ok(crc)?;
             // Zero length: no check at all (verbs 7.6.3); maybe the RFC 6581 RTR.
             if self.rtr_expected == Some(RtrKind::Write) && h.last {
                 self.rtr_expected = None;
@@ -308,20 +383,21 @@ impl Qp {
         }
         if !self.attr.inbound_write {
             let code = TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED;
-            return self.inbound_error(ctx, code, ulpdu, TermCause::Local);
+            return self.refuse(ctx, crc, code, ulpdu, TermCause::Local);
         }
         let len = payload.len() as u64;
         let loc = match ctx.resolve_remote(stag, to, len, RemoteOp::Write, self.id, self.attr.pd) {
             Ok(loc) => loc,
             Err(e) => {
                 let code = term_code_tagged_sink(e);
-                return self.inbound_error(ctx, code, ulpdu, TermCause::Local);
+                return self.refuse(ctx, crc, code, ulpdu, TermCause::Local);
             }
         };
-        if mem.write(loc.region, loc.offset, payload).is_err() {
+        if place(mem, loc, payload, crc).is_err() {
             let code = TermCode::DDP_LOCAL_CATASTROPHIC;
-            return self.inbound_error(ctx, code, ulpdu, TermCause::Local);
+            return self.refuse(ctx, crc, code, ulpdu, TermCause::Local);
         }
+        crc_ok(crc)?;
         self.counters.bytes_in[Opcode::Write as usize] += len;
         Ok(())
     }

@@ -10,11 +10,12 @@
 
 use iwarp_types::{Memory, SendOp, Stag, TermCode, WcStatus};
 use iwarp_wire::ddp::Repr;
+use iwarp_wire::mpa::RxCrc;
 use iwarp_wire::rdmap::ReadRequestRepr;
 
 use crate::ctx::{Ctx, Loc};
 use crate::mem::{term_code_read_source, term_code_tagged_sink, RemoteOp};
-use crate::qp::rx::RxResult;
+use crate::qp::rx::{crc_ok, place, RxResult};
 use crate::qp::{IrqEntry, Qp, RtrKind, TermCause, QN_READ};
 
 impl Qp {
@@ -90,18 +91,22 @@ impl Qp {
         to: u64,
         payload: &[u8],
         ulpdu: &[u8],
+        crc: &mut RxCrc<'_>,
         mem: &mut dyn Memory,
     ) -> RxResult {
         let local = TermCause::Local;
         let Some(o) = self.orq.front().copied() else {
-            return self.inbound_error(ctx, TermCode::RDMAP_UNEXPECTED_OPCODE, ulpdu, local);
+            let code = TermCode::RDMAP_UNEXPECTED_OPCODE;
+            return self.refuse(ctx, crc, code, ulpdu, local);
         };
         let len = payload.len() as u32;
         let Some(seq) = o.seq else {
             // The answer to our zero-length Read RTR.
             if len != 0 || !h.last {
-                return self.inbound_error(ctx, TermCode::DDP_TAGGED_BASE_BOUNDS, ulpdu, local);
+                let code = TermCode::DDP_TAGGED_BASE_BOUNDS;
+                return self.refuse(ctx, crc, code, ulpdu, local);
             }
+            crc_ok(crc)?;
             self.orq.pop_front();
             // A graceful disconnect may have been waiting for this ORQ entry.
             self.check_drained(ctx);
@@ -111,18 +116,19 @@ impl Qp {
         if o.size > 0 || len > 0 {
             if !self.attr.inbound_write {
                 let code = TermCode::DDP_TAGGED_STAG_NOT_ASSOCIATED;
-                return self.inbound_error(ctx, code, ulpdu, local);
+                return self.refuse(ctx, crc, code, ulpdu, local);
             }
             if stag != o.stag {
                 let code = TermCode::DDP_TAGGED_INVALID_STAG;
-                return self.inbound_error(ctx, code, ulpdu, local);
+                return self.refuse(ctx, crc, code, ulpdu, local);
             }
             if to != o.next_to || end > u64::from(o.size) || (h.last && end != u64::from(o.size)) {
                 let code = TermCode::DDP_TAGGED_BASE_BOUNDS;
-                return self.inbound_error(ctx, code, ulpdu, local);
+                return self.refuse(ctx, crc, code, ulpdu, local);
             }
         } else if !h.last {
-            return self.inbound_error(ctx, TermCode::DDP_TAGGED_BASE_BOUNDS, ulpdu, local);
+            let code = TermCode::DDP_TAGGED_BASE_BOUNDS;
+            return self.refuse(ctx, crc, code, ulpdu, local);
         }
         if len > 0 {
             let pd = self.attr.pd;
@@ -131,16 +137,18 @@ impl Qp {
                     Ok(loc) => loc,
                     Err(e) => {
                         let code = term_code_tagged_sink(e);
-                        return self.inbound_error(ctx, code, ulpdu, local);
+                        return self.refuse(ctx, crc, code, ulpdu, local);
                     }
                 };
-            if mem.write(loc.region, loc.offset, payload).is_err() {
+            if place(mem, loc, payload, crc).is_err() {
                 let code = TermCode::DDP_LOCAL_CATASTROPHIC;
-                return self.inbound_error(ctx, code, ulpdu, local);
+                return self.refuse(ctx, crc, code, ulpdu, local);
             }
             self.counters.bytes_in[iwarp_wire::rdmap::Opcode::ReadResponse as usize] +=
                 u64::from(len);
         }
+        // Placed (maybe in the pass that computed the CRC): nothing else before the check.
+        crc_ok(crc)?;
         if let Some(f) = self.orq.front_mut() {
             f.placed = end as u32;
             f.next_to = o.next_to.wrapping_add(u64::from(len));
