@@ -30,6 +30,7 @@ pub(crate) type RxResult = Result<(), TermCode>;
 const PLACE_WITH_CRC_MIN_LEN: usize = 256;
 
 /// Checks a pending MPA CRC (`Err(LLP_CRC)` if it does not match); `Ok` if none is.
+#[inline]
 pub(crate) fn crc_ok(crc: &mut RxCrc<'_>) -> RxResult {
     if crc.check() {
         Ok(())
@@ -46,7 +47,7 @@ pub(crate) fn place(
     piece: &[u8],
     crc: &mut RxCrc<'_>,
 ) -> Result<(), MemoryFault> {
-    if piece.len() >= PLACE_WITH_CRC_MIN_LEN {
+    if piece.len() >= PLACE_WITH_CRC_MIN_LEN && crc.is_pending() {
         if let Some(acc) = crc.before(piece) {
             let acc = mem.write_crc32c(loc.region, loc.offset, piece, acc)?;
             crc.covered(piece, acc);

@@ -33,6 +33,7 @@ pub struct RxCrc<'a> {
 
 impl<'a> RxCrc<'a> {
     /// Nothing pending: the CRC was checked (or is not in use).
+    #[inline]
     pub const fn checked() -> RxCrc<'a> {
         RxCrc {
             covered: &[],
@@ -55,6 +56,7 @@ impl<'a> RxCrc<'a> {
     }
 
     /// True while the CRC is not checked.
+    #[inline]
     pub fn is_pending(&self) -> bool {
         !self.covered.is_empty()
     }
@@ -64,9 +66,12 @@ impl<'a> RxCrc<'a> {
     /// from this value and reports it with [`RxCrc::covered`]. `None`: copy `piece`
     /// plainly (the check reads it from the FPDU later).
     pub fn before(&mut self, piece: &[u8]) -> Option<u32> {
+        if !self.is_pending() {
+            return None;
+        }
         let start = (piece.as_ptr() as usize).wrapping_sub(self.covered.as_ptr() as usize);
         let end = start.checked_add(piece.len())?;
-        if !self.is_pending() || start < self.done || end > self.covered.len() {
+        if start < self.done || end > self.covered.len() {
             return None;
         }
         self.acc = crc32c_append(self.acc, &self.covered[self.done..start]);
@@ -76,6 +81,7 @@ impl<'a> RxCrc<'a> {
 
     /// `piece` (just given to [`RxCrc::before`]) was copied and `acc` is the CRC continued
     /// over it.
+    #[inline]
     pub fn covered(&mut self, piece: &[u8], acc: u32) {
         if self.is_pending() {
             self.done = (self.done + piece.len()).min(self.covered.len());
@@ -85,6 +91,7 @@ impl<'a> RxCrc<'a> {
 
     /// Checks the CRC over what it has not taken yet: true if it matches or nothing was
     /// pending. Afterwards nothing is pending.
+    #[inline]
     pub fn check(&mut self) -> bool {
         if !self.is_pending() {
             return true;
