@@ -1,7 +1,8 @@
 //! Target `rdma_rx`: an `iwarp_rdma::Rnic` with a connected QP (regions of every kind of
 //! right, a bound window, posted receives, an outstanding RDMA Read) fed arbitrary ULPDUs
-//! through `qp_on_ulpdu`, interleaved with transmissions, completions, new WRs and LLP
-//! events.
+//! through `qp_on_ulpdu`, or framed as FPDUs through `qp_on_fpdu` with their CRC pending
+//! (right or wrong: `MpaConfig::place_before_crc`'s path), interleaved with
+//! transmissions, completions, new WRs and LLP events.
 //!
 //! Input: configuration bytes (see [`setup::Setup::new`]), then operations. A ULPDU
 //! operation carries a length-prefixed segment and fix-up bits that point its STag fields
@@ -12,7 +13,9 @@
 //! Terminate or Error, and the first Terminate sent carries it; everything the QP sends
 //! parses as a DDP segment no longer than the segment size, and re-reads identically;
 //! each WR completes at most once, a receive with at most its length; and no byte of the
-//! arena outside the writable regions ever changes (guards, read-only region).
+//! arena outside the writable regions ever changes (guards, read-only region). A wrong
+//! CRC is `LLP_CRC` with nothing done but placement: no completion, no state change, no
+//! Terminate queued by the QP (the target then terminates as MPA's failure path does).
 
 mod setup;
 
@@ -41,6 +44,10 @@ mod fix {
     pub const READ: u8 = 8;
     /// Untagged: Invalidate STag from the table.
     pub const INV: u8 = 16;
+    /// Framed as an FPDU and fed with its CRC pending (`qp_on_fpdu`).
+    pub const FPDU: u8 = 32;
+    /// With `FPDU`: the CRC field is wrong.
+    pub const BAD_CRC: u8 = 64;
 }
 
 /// The body of the `rdma_rx` fuzz target.
@@ -141,7 +148,11 @@ fn feed(s: &mut Setup, st: &mut State, c: &mut Cursor<'_>) {
         }
     }
     let before = s.rnic.query_qp(s.qp).map(|q| q.state).ok();
-    let r = s.rnic.qp_on_ulpdu(s.qp, &seg, &mut s.mem);
+    let r = if fixes & fix::FPDU != 0 {
+        on_fpdu(s, st, &seg, fixes & fix::BAD_CRC != 0, pick)
+    } else {
+        s.rnic.qp_on_ulpdu(s.qp, &seg, &mut s.mem)
+    };
     let state = s.rnic.query_qp(s.qp).map(|q| q.state).ok();
     match r {
         Ok(()) => {
@@ -168,6 +179,55 @@ fn feed(s: &mut Setup, st: &mut State, c: &mut Cursor<'_>) {
             }
         }
     }
+}
+
+/// `seg` framed as an FPDU (its CRC field flipped in bit `pick % 8` if `bad_crc`) and fed
+/// through `qp_on_fpdu` with the CRC pending. A wrong CRC must come back as `LLP_CRC`
+/// with nothing done but placement; then the QP is terminated with that code, as the
+/// engine does when MPA fails.
+fn on_fpdu(
+    s: &mut Setup,
+    st: &mut State,
+    seg: &[u8],
+    bad_crc: bool,
+    pick: u8,
+) -> Result<(), iwarp_types::TermCode> {
+    use iwarp_types::TermCode;
+    use iwarp_wire::mpa::{fpdu_len, Fpdu, RxCrc};
+    let mut buf = vec![0u8; fpdu_len(seg.len())];
+    let mut f = Fpdu::new_unchecked(&mut buf[..]);
+    f.set_ulpdu_len(seg.len() as u16);
+    f.ulpdu_mut().copy_from_slice(seg);
+    f.finish(true);
+    if bad_crc {
+        let n = buf.len();
+        buf[n - 1] ^= 1 << (pick % 8);
+    }
+    completions(s, st);
+    let before = s.rnic.query_qp(s.qp).map(|q| q.state).ok();
+    let f = Fpdu::new_unchecked(&buf[..]);
+    let mut crc = RxCrc::pending(&f);
+    let r = s.rnic.qp_on_fpdu(s.qp, f.ulpdu(), &mut crc, &mut s.mem);
+    assert!(!crc.is_pending(), "the CRC was left unchecked");
+    if !bad_crc {
+        assert_ne!(r, Err(TermCode::LLP_CRC), "a right CRC refused: {seg:02x?}");
+        return r;
+    }
+    assert_eq!(
+        r,
+        Err(TermCode::LLP_CRC),
+        "a wrong CRC accepted: {seg:02x?}"
+    );
+    let after = s.rnic.query_qp(s.qp).map(|q| q.state).ok();
+    assert_eq!(before, after, "a wrong CRC changed the QP's state");
+    let mut out = [Cqe::EMPTY; 1];
+    assert_eq!(
+        s.rnic.poll_cq(s.cq, &mut out).unwrap_or(0),
+        0,
+        "a wrong CRC completed a WR: {out:?}"
+    );
+    s.rnic.qp_terminate(s.qp, TermCode::LLP_CRC);
+    r
 }
 
 /// Takes up to `n` outbound ULPDUs: each parses, fits, re-reads the same; the first
