@@ -26,7 +26,9 @@
 #
 # KEEP_ALL=1 keeps the captures and logs of passed cells too ($OUT/passed), SIW_DEBUG=1
 # turns on siw's debug messages in the guest's dmesg, SIW_OPTS=k=v,... boots siw with
-# these module parameters (e.g. zcopy_tx=0).
+# these module parameters (e.g. zcopy_tx=0), IWARPD_SET="k=v ..." adds these settings to
+# every iwarpd load-generator server and client of the matrix (e.g.
+# IWARPD_SET=mpa.place_before_crc=true).
 # Environment: IWARPD (binary; default target/debug/iwarpd, brought up to date by cargo
 # first: a stale daemon never runs against fresh libraries), SIWVM (the
 # harness; default ../shared/siw-vm next to the repository), SIWVM_NETNS (iwsiw).
@@ -209,7 +211,7 @@ start_server() {
     local sets=(--set "loadgen.listen_port=$LG_PORT" --set loadgen.verify=true
                 --set daemon.shutdown_grace_ms=1000)
     local s
-    for s in "$@"; do sets+=(--set "$s"); done
+    for s in "$@" ${IWARPD_SET:-}; do sets+=(--set "$s"); done
     ip netns exec "$NS" "$IWARPD" --config "$CFG" --name siw-srv "${sets[@]}" run \
         >"$OUT/iwarpd-server.log" 2>&1 &
     SERVER_PID=$!
@@ -226,10 +228,12 @@ start_server() {
 # loadgen_client LOG JSON ARGS...: iwarpd as the active side (its own daemon, so the server
 # must be stopped: both would open iwv0).
 loadgen_client() {
-    local logf=$1 json=$2; shift 2
+    local logf=$1 json=$2 s; shift 2
+    local sets=()
+    for s in ${IWARPD_SET:-}; do sets+=(--set "$s"); done
     stop_server
     timeout 60 ip netns exec "$NS" "$IWARPD" --config "$CFG" --name siw-lg loadgen \
-        --qps 1 --depth 1 --seconds 1 --warmup-seconds 0 --json "$json" "$@" >"$logf" 2>&1
+        --qps 1 --depth 1 --seconds 1 --warmup-seconds 0 --json "$json" "$@" "${sets[@]}" >"$logf" 2>&1
 }
 
 # guest_bg CMD [PATTERN]: starts CMD detached in the guest, waits until its log shows
