@@ -136,6 +136,11 @@ pub struct LoadgenArgs {
     /// Messages outstanding per QP.
     #[arg(long, value_name = "N", default_value_t = 16)]
     pub depth: u32,
+    /// Distinct message buffers per QP the outstanding messages cycle through (default 0:
+    /// one per outstanding message). Fewer keep the data in the caches, as iperf3's one
+    /// buffer; not with --verify (shared buffers are overwritten in flight).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub buffers: u32,
     /// Measured run time, seconds.
     #[arg(long, value_name = "S", default_value_t = 10)]
     pub seconds: u32,
@@ -178,6 +183,16 @@ impl LoadgenArgs {
             (1..=cfg.limits.max_sq_wr).contains(&self.depth),
             "--depth",
             format!("must be in 1..={} (limits.max_sq_wr)", cfg.limits.max_sq_wr),
+        )?;
+        ensure(
+            self.buffers <= self.depth,
+            "--buffers",
+            "must be at most --depth (0: one per outstanding message)",
+        )?;
+        ensure(
+            !self.verify || self.buffers == 0 || self.buffers == self.depth,
+            "--buffers",
+            "cannot share buffers with --verify (messages in flight overwrite each other)",
         )?;
         if self.op == LoadgenOp::Read {
             ensure(
@@ -502,6 +517,14 @@ mod tests {
         assert_eq!(field(|b| b.qps = 5000), "--qps");
         assert_eq!(field(|b| b.depth = 17), "--depth");
         assert_eq!(field(|b| b.depth = 0), "--depth");
+        // Shared buffers: at most the depth, and never with verification.
+        assert_eq!(field(|b| b.buffers = 9), "--buffers");
+        assert_eq!(field(|b| b.buffers = 2), "--buffers");
+        let mut shared = a.clone();
+        (shared.verify, shared.buffers) = (false, 2);
+        shared.validate(&cfg).unwrap();
+        (shared.verify, shared.buffers) = (true, 8);
+        shared.validate(&cfg).unwrap();
         assert_eq!(field(|b| b.seconds = 0), "--seconds");
         assert_eq!(field(|b| b.warmup_seconds = 4000), "--warmup-seconds");
         assert_eq!(field(|b| b.peer = "0.0.0.0:1".parse().unwrap()), "--peer");

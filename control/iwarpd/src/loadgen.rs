@@ -38,6 +38,7 @@ pub fn client_spec(a: &LoadgenArgs, cfg: &Config) -> Result<(ClientSpec, Vec<Cli
         size: if op == Op::Connect { 0 } else { size },
         qps: a.qps,
         depth: a.depth,
+        buffers: a.buffers,
         verify: a.verify,
         warmup: Duration::from_secs(u64::from(a.warmup_seconds)),
         duration: Duration::from_secs(u64::from(a.seconds)),
@@ -173,11 +174,15 @@ impl ClientRun {
                     shared.push(s);
                 }
                 info!(
-                    "load generator: {} {} B x {} QP(s), depth {}, {} s (+{} s warm-up) to {}:{}{}",
+                    "load generator: {} {} B x {} QP(s), depth {}{}, {} s (+{} s warm-up) to {}:{}{}",
                     self.spec.op,
                     self.spec.size,
                     self.spec.qps,
                     self.spec.depth,
+                    match self.spec.buffers {
+                        0 => String::new(),
+                        n => format!(" over {n} buffer(s) per QP"),
+                    },
                     self.spec.duration.as_millis() / 1000,
                     self.spec.warmup.as_millis() / 1000,
                     self.spec.peer,

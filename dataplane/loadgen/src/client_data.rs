@@ -118,8 +118,13 @@ impl LoadgenClient {
     ) -> bool {
         let depth = u64::from(self.spec.depth);
         let slot = seq % depth;
+        // The message's buffer: its slot's own, or one of `buffers` shared ones.
+        let buf = match u64::from(self.spec.buffers) {
+            0 => slot,
+            n => slot % n,
+        };
         let base = self.qp_base(i);
-        let local = base + self.layout.data(slot);
+        let local = base + self.layout.data(buf);
         let size = self.layout.size;
         let qp_index = self.spec.qp_index_base + i as u32;
         let verify = !self.pending.is_empty();
@@ -128,11 +133,11 @@ impl LoadgenClient {
         let q = &self.qps[i];
         let op = match self.spec.op {
             Op::Write => SendOp::Write {
-                remote_to: q.rbase + slot * size,
+                remote_to: q.rbase + buf * size,
                 rkey: q.rkey,
             },
             Op::Read => SendOp::Read {
-                remote_to: q.rbase + slot * size,
+                remote_to: q.rbase + buf * size,
                 rkey: q.rkey,
                 invalidate_local: false,
             },

@@ -62,6 +62,11 @@ pub struct ClientSpec {
     pub qps: u32,
     /// WRs outstanding per QP.
     pub depth: u32,
+    /// Distinct message buffers per QP (local, and remote targets) the outstanding WRs
+    /// cycle through; 0 (the default): one per outstanding WR, `depth`. Fewer keep the
+    /// data in the caches, as a socket benchmark that sends one buffer over and over.
+    /// Buffers shared by WRs in flight are overwritten: not with `verify`.
+    pub buffers: u32,
     /// Verify data: the server checks WRITE and SEND payloads, the client checks READs.
     pub verify: bool,
     /// Traffic before the measurement window (from the moment every connect resolved).
@@ -96,6 +101,7 @@ impl Default for ClientSpec {
             size: 65536,
             qps: 1,
             depth: 16,
+            buffers: 0,
             verify: false,
             warmup: Duration::from_secs(1),
             duration: Duration::from_secs(10),

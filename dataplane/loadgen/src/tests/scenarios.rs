@@ -162,6 +162,17 @@ fn many_qps_deep_queues_and_selective_signaling() {
 }
 
 #[test]
+fn messages_cycle_through_fewer_buffers_than_the_depth() {
+    for op in [Op::Write, Op::Read, Op::Send] {
+        let mut sp = spec(op, 4096, 2, 8, false);
+        sp.buffers = 2;
+        let (r, s) = run_pair(sp);
+        assert_clean(op, 4096, false, &r, &s);
+        assert!(r.messages > 16, "{op:?}: more messages than buffers: {r}");
+    }
+}
+
+#[test]
 fn corrupted_read_target_is_reported_with_qp_seq_and_offset() {
     let sp = spec(Op::Read, 4096, 2, 4, true);
     let scfg = server_cfg(&sp, 2);
