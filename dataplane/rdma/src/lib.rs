@@ -4,7 +4,8 @@
 //!
 //! [`Rnic`] owns every object; verbs are its methods. The engine drives each QP with
 //! [`Rnic::qp_establish`], [`Rnic::qp_next_ulpdu`] / [`Rnic::fill_ulpdu`] /
-//! [`Rnic::qp_ulpdu_acked`] (outbound), [`Rnic::qp_on_ulpdu`] (inbound),
+//! [`Rnic::qp_ulpdu_acked`] (outbound), [`Rnic::qp_on_ulpdu`] / [`Rnic::qp_on_fpdu`]
+//! (inbound; the latter with the FPDU's CRC still pending),
 //! [`Rnic::qp_llp_event`], [`Rnic::qp_terminate`] and [`Rnic::qp_poll_llp_request`].
 //! Completions go to each CQ's sink ([`cq::CqSink`]): the in-engine queue read with
 //! [`Rnic::poll_cq`], or storage of the CQ creator's ([`Rnic::create_cq_with_sink`]).

@@ -509,7 +509,7 @@ pub const fn crc_from_wire(b: [u8; CRC_LEN]) -> u32 {
 }
 
 mod rx_crc;
-pub use rx_crc::RxCrc;
+pub use rx_crc::{RxCrc, FUSED_MIN_LEN};
 
 /// A view of one FPDU without markers.
 #[derive(Debug, Clone)]

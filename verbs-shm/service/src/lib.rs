@@ -31,8 +31,7 @@
 //!    the engine's WQE (`decode_send_wr_into` inside `Rnic::post_send_with`: no copy of
 //!    the WR) and the QP's engine doorbell is rung once per burst; an RQ / SRQ slot goes
 //!    through `decode_recv_wr`. A decode error completes with `InvalidWqe` (opcode
-//!    `Send` / `Recv`); an unknown
-//!    arena with `InvalidPd`; an engine refusal with the matching status (these error
+//!    `Send` / `Recv`); an unknown arena with `InvalidPd`; an engine refusal with the matching status (these error
 //!    completions go into the CQ's sink like the engine's, `Engine::push_completion`).
 //!    A ring left non-empty stays pending. Corrupt ring indices: the QP goes to Error,
 //!    its rings are never served again, a `RingCorrupt` notice follows.

@@ -25,10 +25,6 @@ use crate::qp::{Qp, RtrKind, RxSend, TermCause, QN_SEND};
 /// queues it).
 pub(crate) type RxResult = Result<(), TermCode>;
 
-/// Shortest payload piece placed in the pass that checks the CRC: below it, one CRC over
-/// the whole FPDU at the end costs less than a CRC in three calls (header, copy, pad).
-const PLACE_WITH_CRC_MIN_LEN: usize = 256;
-
 /// Checks a pending MPA CRC (`Err(LLP_CRC)` if it does not match); `Ok` if none is.
 #[inline]
 pub(crate) fn crc_ok(crc: &mut RxCrc<'_>) -> RxResult {
@@ -40,21 +36,22 @@ pub(crate) fn crc_ok(crc: &mut RxCrc<'_>) -> RxResult {
 }
 
 /// Places `piece` (a slice of the received ULPDU) at `loc`: with the segment's CRC
-/// pending and the piece long enough, in the pass that computes the CRC over it.
+/// pending and the piece long enough (`RxCrc::before` decides), in the pass that computes
+/// the CRC over it.
 pub(crate) fn place(
     mem: &mut dyn Memory,
     loc: Loc,
     piece: &[u8],
     crc: &mut RxCrc<'_>,
 ) -> Result<(), MemoryFault> {
-    if piece.len() >= PLACE_WITH_CRC_MIN_LEN && crc.is_pending() {
-        if let Some(acc) = crc.before(piece) {
+    match crc.before(piece) {
+        Some(acc) => {
             let acc = mem.write_crc32c(loc.region, loc.offset, piece, acc)?;
             crc.covered(piece, acc);
-            return Ok(());
+            Ok(())
         }
+        None => mem.write(loc.region, loc.offset, piece),
     }
-    mem.write(loc.region, loc.offset, piece)
 }
 
 impl Qp {

@@ -18,6 +18,12 @@
 use super::{Fpdu, CRC_LEN};
 use crate::crc::crc32c_append;
 
+/// Shortest piece [`RxCrc::before`] lets through: below it a copy that computes the CRC
+/// is a copy and then a CRC anyway (`iwarp_crc_copy`), and one CRC over the whole FPDU at
+/// the check costs less than three calls (before, through, after the piece). The same
+/// bound as the transmit side's fused rendering (`iwarp_mpa`).
+pub const FUSED_MIN_LEN: usize = iwarp_crc_copy::WIDE_MIN_LEN;
+
 /// A received FPDU's CRC: pending until checked, computed in order over its octets.
 #[derive(Debug)]
 pub struct RxCrc<'a> {
@@ -61,12 +67,13 @@ impl<'a> RxCrc<'a> {
         !self.covered.is_empty()
     }
 
-    /// The running CRC up to `piece`, if the CRC is pending and `piece` lies in the FPDU
-    /// at or after what it has taken: the caller then copies `piece` computing the CRC on
-    /// from this value and reports it with [`RxCrc::covered`]. `None`: copy `piece`
-    /// plainly (the check reads it from the FPDU later).
+    /// The running CRC up to `piece`, if the CRC is pending, `piece` is at least
+    /// [`FUSED_MIN_LEN`] octets and lies in the FPDU at or after what it has taken: the
+    /// caller then copies `piece` computing the CRC on from this value and reports it with
+    /// [`RxCrc::covered`]. `None`: copy `piece` plainly (the check reads it from the FPDU
+    /// later).
     pub fn before(&mut self, piece: &[u8]) -> Option<u32> {
-        if !self.is_pending() {
+        if !self.is_pending() || piece.len() < FUSED_MIN_LEN {
             return None;
         }
         let start = (piece.as_ptr() as usize).wrapping_sub(self.covered.as_ptr() as usize);
