@@ -140,6 +140,10 @@ cm_pair() {
     pass "$name"
   else
     tail -n 30 "$tmp/$name-client.log" "$tmp/$name-server.log"
+    # A tool's error lines go to stderr unbuffered, ahead of its buffered stdout in the
+    # log: shown apart, wherever they are.
+    grep -HiE 'error|fail|timeout|cq_readerr|fi_' "$tmp/$name-client.log" "$tmp/$name-server.log" \
+      | grep -v register_driver | head -n 20 || true
     fail "$name (client rc=$crc, server rc=$src)"
   fi
 }

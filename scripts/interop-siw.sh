@@ -170,6 +170,7 @@ build() {
 
 boot() {
     "$SIWVM/down.sh" >/dev/null 2>&1
+    rm -f "$TMP/guest-dead"
     log "booting $GUEST (siw) with veth $VETH for iwarpd in netns $NS"
     "$SIWVM/up.sh" -n 1 --veth "$VETH" ${SIW_OPTS:+--siwopts "$SIW_OPTS"} >"$OUT/up.log" 2>&1 || { tail -20 "$OUT/up.log" >&2; exit 1; }
     # No IPv6 chatter on the test link.
@@ -190,7 +191,25 @@ boot() {
 # ---------------------------------------------------------------------------------------------
 # Guest, iwarpd and capture helpers
 
-guest() { "$SIWVM/run-in-guest.sh" -t "${GT:-60}" "$GUEST" "$@"; }
+guest() { rig -t "${GT:-60}" "$GUEST" "$@"; }
+
+# rig ARGS...: run-in-guest.sh, except that once the guest's agent stopped answering
+# (255, and a `true` then gets no answer either: a hung guest, difference 15), every later
+# call fails at once with 255 instead of waiting for the agent's timeout again (a cell's
+# wait loops would otherwise take minutes), until the guest is booted again. A flag file,
+# not a variable: most calls run in a command substitution's subshell.
+rig() {
+    if [ -e "$TMP/guest-dead" ]; then
+        echo "qga: the guest stopped answering (not asked again)" >&2
+        return 255
+    fi
+    local rc=0
+    "$SIWVM/run-in-guest.sh" "$@" || rc=$?
+    if [ $rc -eq 255 ] && ! "$SIWVM/run-in-guest.sh" -t 5 "$GUEST" true >/dev/null 2>&1; then
+        : >"$TMP/guest-dead"
+    fi
+    return $rc
+}
 
 # The guest reads the tool through the uncached 9p mount (rebuilt binaries are seen).
 PEER="/host$PEER_BIN"
@@ -240,7 +259,7 @@ loadgen_client() {
 # PATTERN (default "listening"); prints the guest log file name.
 guest_bg() {
     local out gl pat=${2:-listening}
-    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$1") || return 1
+    out=$(rig --bg "$GUEST" "$1") || return 1
     gl=${out#* }
     for _ in $(seq 20); do
         guest "grep -q '$pat' $gl" 2>/dev/null && { echo "$gl"; return 0; }
@@ -293,15 +312,20 @@ run_cell_once() {
     if [ $rc -ne 0 ] && siw_bad_crc "$pcap"; then
         REASON="siw sent an FPDU with a bad MPA CRC; iwarpd answered with the MPA CRC Terminate${REASON:+ ($REASON)}"
     fi
+    local hung=0
+    guest_hung "$rc" "$name.try$try" && hung=1
     while [ $rc -ne 0 ] && [ $try -lt 3 ] \
         && [[ $REASON == *"siw accept race"* || $REASON == "capture incomplete"* \
-            || $REASON == "siw sent an FPDU with a bad MPA CRC"* ]]; do
-        # siw's race (docs/INTEROP.md, difference 2), not iwarpd's, or frames tcpdump
-        # dropped: again (3 tries), noted.
+            || $REASON == "siw sent an FPDU with a bad MPA CRC"* \
+            || ($REASON == "the guest stopped answering"* && $hung -eq 1) ]]; do
+        # siw's race (docs/INTEROP.md, difference 2), not iwarpd's, frames tcpdump dropped
+        # or a guest that hung (difference 15; booted again): again (3 tries, one after a
+        # hang), noted.
         try=$((try + 1))
         case $REASON in
             "capture incomplete"*) note=" (try $try: tcpdump dropped frames of the tries before)" ;;
             "siw sent an FPDU with a bad MPA CRC"*) note=" (try $try: siw sent a bad MPA CRC before, iwarpd terminated as required)" ;;
+            "the guest stopped answering"*) note=" (try $try, the guest booted again: $REASON)"; hung=2 ;;
             *) note=" (try $try: the tries before hit the siw accept race)" ;;
         esac
         cp "$pcap" "$OUT/failed/$name.try$((try - 1)).pcap" 2>/dev/null
@@ -310,6 +334,7 @@ run_cell_once() {
         "$@" >>"$clog" 2>&1
         rc=$?
         stop_capture
+        [ $hung -eq 2 ] && guest_hung "$rc" "$name.try$try" && hung=3
     done
     # A crashed guest kernel (iw_cm BUG, docs/INTEROP.md difference 11) fails this cell;
     # the guest is booted again so that the cells after it run against a live siw.
@@ -337,6 +362,27 @@ run_cell_once() {
 }
 
 not_implemented() { REASON="not implemented: $1"; return 1; }
+
+# guest_hung RC TAG: after a failed try (RC != 0) whose guest kernel did not crash, true
+# when the guest's agent no longer answers (docs/INTEROP.md difference 15: the guest hung,
+# no console message). Then REASON says so with the console's last line, the console is
+# kept in failed/TAG.console.log and the guest is booted again, so that the try after it
+# and the cells after it run against a live siw.
+guest_hung() {
+    [ "$1" -ne 0 ] || return 1
+    [ -z "$(guest_oops)" ] || return 1
+    if [ ! -e "$TMP/guest-dead" ] && "$SIWVM/run-in-guest.sh" -t 10 "$GUEST" true >/dev/null 2>&1; then
+        return 1
+    fi
+    local last
+    last=$(tr -d '\r' <"$SIWVM_RUN/$GUEST/console.log" 2>/dev/null | grep -av '^\s*$' | tail -1 | cut -c1-160)
+    cp "$SIWVM_RUN/$GUEST/console.log" "$OUT/failed/$2.console.log" 2>/dev/null
+    REASON="the guest stopped answering its agent${REASON:+ ($REASON)}, console's last line: ${last:-none}"
+    log "$CELL: $REASON; booting the guest again"
+    stop_server
+    boot
+    return 0
+}
 
 # The guest kernel's first crash report since it booted (console), if any.
 guest_oops() {
@@ -605,7 +651,7 @@ cell_rping_act() {
     local rev=$1 crc=$2 p2p=$3 size=$4 port=$5 gl out
     # shellcheck disable=SC2046
     need_verbs $(mpa_sets "$rev" "$crc" "$p2p") || return 1
-    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3 -S $size") || return 1
+    out=$(rig --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3 -S $size") || return 1
     gl=${out#* }
     guest_wait_listen "$port" || { REASON="rping -s did not listen"; return 1; }
     out=$(timeout 60 "$IW_RPING" -c -a "$GUEST_IP" -p "$port" -C 3 -S "$size" -v -V -d siw-srv 2>&1)
@@ -713,7 +759,7 @@ cell_reject_of_app() {
 cell_abort_by_iwarpd() {
     need_verbs mpa.revision=2 'mpa.crc="off"' mpa.p2p=false || return 1
     local out gl
-    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "rping -s -a $GUEST_IP -p 7309 -v -C 100") || return 1
+    out=$(rig --bg "$GUEST" "rping -s -a $GUEST_IP -p 7309 -v -C 100") || return 1
     gl=${out#* }
     guest_wait_listen 7309 || { REASON="rping -s did not listen"; return 1; }
     out=$(timeout 30 "$IW_RPING" -c -a "$GUEST_IP" -p 7309 -C 2 --abort -d siw-srv 2>&1); echo "$out"
@@ -776,7 +822,7 @@ dropin_run() {
 cell_dropin_rping_act() {
     local size=$1 port=$2 gl out
     need_verbs mpa.revision=2 'mpa.crc="off"' mpa.p2p=false || return 1
-    out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3 -S $size") || return 1
+    out=$(rig --bg "$GUEST" "$(siwknobs 2 0 0) rping -s -a $GUEST_IP -p $port -v -C 3 -S $size") || return 1
     gl=${out#* }
     guest_wait_listen "$port" || { REASON="rping -s did not listen"; return 1; }
     out=$(dropin_run timeout 60 rping -c -a "$GUEST_IP" -p "$port" -C 3 -S "$size" -v -V 2>&1)
@@ -853,7 +899,7 @@ cell_perftest_act() {
     # Five tries: on a slow guest the start-up race below can be lost several times in a
     # row; a lost try costs a few seconds (the siw server is not waited for).
     for try in 1 2 3 4 5; do
-        out=$("$SIWVM/run-in-guest.sh" --bg "$GUEST" "$(siwknobs 2 0 0) timeout 50 ib_$tool -R -F -p $port -s $size -n $iters") || return 1
+        out=$(rig --bg "$GUEST" "$(siwknobs 2 0 0) timeout 50 ib_$tool -R -F -p $port -s $size -n $iters") || return 1
         gl=${out#* }
         guest_wait_listen "$port" || { REASON="ib_$tool did not listen"; guest "cat $gl"; return 1; }
         out=$(dropin_run timeout 60 "ib_$tool" -R -F -p "$port" -s "$size" -n "$iters" "$GUEST_IP" 2>&1)
