@@ -178,6 +178,14 @@ impl<M: Memory> App<M> for Deferred {
         self.publish(now, engine, false);
     }
 
+    fn before_frames(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
+        match &mut self.built {
+            Some(Built::Server(s)) => App::<M>::before_frames(s.as_mut(), now, engine, mem),
+            Some(Built::Client(c)) => App::<M>::before_frames(c.as_mut(), now, engine, mem),
+            None => {}
+        }
+    }
+
     fn poll_timeout(&self) -> Option<Instant> {
         match &self.built {
             Some(Built::Server(s)) => App::<M>::poll_timeout(s.as_ref()),

@@ -17,6 +17,17 @@ pub trait App<M: Memory> {
     /// frames are transmitted: poll CQs, post work requests, open connections.
     fn poll(&mut self, now: Instant, engine: &mut Engine, mem: &mut M);
 
+    /// Called once per burst of received frames, after the burst was taken from the
+    /// device (or from another core's ring) and before its first frame is handled. An app
+    /// whose work requests reach the engine later than they were posted (through rings
+    /// served in `poll`) hands the engine here every receive posted so far: a frame of the
+    /// burst may answer a message sent after that receive was posted, and must find it (as
+    /// an RNIC finds a receive whose doorbell was rung before the answer arrived). Bounded
+    /// work; the default does nothing.
+    fn before_frames(&mut self, now: Instant, engine: &mut Engine, mem: &mut M) {
+        let _ = (now, engine, mem);
+    }
+
     /// When the app next needs `poll` even if nothing happens (a timer), or `None`.
     fn poll_timeout(&self) -> Option<Instant>;
 

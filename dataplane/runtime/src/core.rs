@@ -1,7 +1,8 @@
 //! One dataplane core: per port an engine and a port queue, the core's memory, its apps,
 //! counters and control rings, and the loop that drives them.
 //!
-//! One iteration ([`Core::run_once`]): receive a burst per port and steer each frame
+//! One iteration ([`Core::run_once`]): receive a burst per port (the apps'
+//! `before_frames` once the burst is off the device) and steer each frame
 //! (handle it, forward it to its owner, or handle and copy it for ARP); frames forwarded
 //! by other cores; a bounded number of control commands; due timers; the apps' `poll`;
 //! engine events (to the first app that takes them; one nobody takes is counted, and a

@@ -27,14 +27,24 @@ impl<M: Memory> Core<M> {
             counters,
             ..
         } = port;
-        let (mem, forward, capture, lc) = (
+        let (mem, forward, capture, lc, apps) = (
             &mut self.mem,
             &self.forward,
             &self.capture,
             &mut self.loop_counters,
+            &mut self.apps,
         );
         let port_id = *id;
+        let mut first = true;
         io.rx_burst(self.cfg.rx_burst, &mut |frame: &[u8]| {
+            if first {
+                // The burst is off the device (FrameIo::rx_burst): every receive posted
+                // before any of its frames was sent is rung by now.
+                first = false;
+                for slot in apps.iter_mut().flatten().filter(|s| s.port == i) {
+                    slot.app.before_frames(now, engine, mem);
+                }
+            }
             counters.c.frames_rx += 1;
             counters.c.bytes_rx += frame.len() as u64;
             record(capture, lc, index, CaptureDir::Rx, now, frame);
@@ -72,7 +82,18 @@ impl<M: Memory> Core<M> {
     pub(crate) fn receive_forwarded(&mut self, now: Instant) -> usize {
         let mut n = 0;
         for ring in &self.forward.inbound {
-            for _ in 0..self.cfg.forward_burst {
+            // The frames queued now, taken after the apps' `before_frames` (as for a
+            // burst off the device): each was queued before the receives were handed over.
+            let queued = ring.pending().min(self.cfg.forward_burst);
+            if queued == 0 {
+                continue;
+            }
+            for slot in self.apps.iter_mut().flatten() {
+                if let Some(p) = self.ports.get_mut(slot.port) {
+                    slot.app.before_frames(now, &mut p.engine, &mut self.mem);
+                }
+            }
+            for _ in 0..queued {
                 let Some(b) = ring.pop() else {
                     break;
                 };

@@ -45,6 +45,9 @@ pub enum TxOutcome {
 pub trait FrameIo {
     /// Receives up to `max` frames and calls `on_frame` with the bytes of each (valid only
     /// during the call; the buffer is released afterwards). Returns the number of frames.
+    /// The burst is the frames the device had when the call began: none that arrives
+    /// during the `on_frame` calls is in it (the core's `App::before_frames` relies on
+    /// it).
     fn rx_burst(&mut self, max: usize, on_frame: &mut dyn FnMut(&[u8])) -> usize;
 
     /// Offers a transmit buffer of [`PortCaps::frame_len_max`] bytes to `fill`, which

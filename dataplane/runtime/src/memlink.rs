@@ -258,8 +258,10 @@ impl FrameIo for MemPort {
         let Some(q) = self.rx.rx.get(self.queue) else {
             return 0;
         };
+        // The frames queued now and no later one, as a device's burst (FrameIo::rx_burst).
+        let queued = q.len().min(max);
         let mut n = 0;
-        while n < max {
+        while n < queued {
             let Some(b) = q.pop() else {
                 break;
             };

@@ -79,7 +79,8 @@ impl ShmService {
     /// Takes every attached client's doorbells of this core and queues the rings they
     /// name (each ring at most once).
     pub(crate) fn take_doorbells(&mut self) {
-        let (qps, srqs, pending) = (&mut self.qps, &mut self.srqs, &mut self.pending);
+        let (qps, srqs) = (&mut self.qps, &mut self.srqs);
+        let (pending, pending_rx) = (&mut self.pending, &mut self.pending_rx);
         for c in self.clients.values_mut() {
             c.doorbells.take(&mut c.rung);
             let bells = &c.bells;
@@ -97,17 +98,20 @@ impl ShmService {
                     }
                     Bell::Rq(qp) => {
                         if let Some(q) = qps.get_mut(&qp) {
-                            if !q.rq_pending && !q.broken && pending.len() < pending.capacity() {
+                            if !q.rq_pending
+                                && !q.broken
+                                && pending_rx.len() < pending_rx.capacity()
+                            {
                                 q.rq_pending = true;
-                                pending.push(PendingRing::Rq(qp));
+                                pending_rx.push(PendingRing::Rq(qp));
                             }
                         }
                     }
                     Bell::Srq(srq) => {
                         if let Some(s) = srqs.get_mut(&srq) {
-                            if !s.pending && !s.broken && pending.len() < pending.capacity() {
+                            if !s.pending && !s.broken && pending_rx.len() < pending_rx.capacity() {
                                 s.pending = true;
-                                pending.push(PendingRing::Srq(srq));
+                                pending_rx.push(PendingRing::Srq(srq));
                             }
                         }
                     }
@@ -117,8 +121,51 @@ impl ShmService {
         }
     }
 
-    /// Serves up to `rings_per_poll` rings of the pending list; a ring left non-empty
-    /// goes to the back.
+    /// Serves every receive ring whose doorbell was taken, each to the end (bounded by
+    /// its depth): before a burst of frames is handled (`App::before_frames`) and in
+    /// every `poll`. A receive is cheap to hand over and a frame may need it; the send
+    /// queues keep their budget per poll.
+    pub(crate) fn serve_receive_rings(&mut self, engine: &mut Engine) {
+        // Each ring is in the list at most once (its `pending` flag).
+        while let Some(ring) = self.pending_rx.pop() {
+            match ring {
+                PendingRing::Rq(qp) => {
+                    self.drain_ring(engine, qp, false);
+                    if let Some(q) = self.qps.get_mut(&qp) {
+                        q.rq_pending = false;
+                    }
+                }
+                PendingRing::Srq(srq) => {
+                    self.drain_srq(engine, srq);
+                    if let Some(s) = self.srqs.get_mut(&srq) {
+                        s.pending = false;
+                    }
+                }
+                PendingRing::Sq(qp) => {
+                    // Not queued here; served with its budget if it ever were.
+                    if self.pending.len() < self.pending.capacity() {
+                        self.pending.push(PendingRing::Sq(qp));
+                    }
+                }
+            }
+        }
+    }
+
+    /// Serves an SRQ's ring to the end, a burst at a time (bounded by its depth).
+    fn drain_srq(&mut self, engine: &mut Engine, srq: SrqId) {
+        let Some(s) = self.srqs.get(&srq) else {
+            return;
+        };
+        let entries = s.ring.layout().entries() as usize;
+        for _ in 0..=entries / self.burst() {
+            if !self.serve_srq(engine, srq) {
+                break;
+            }
+        }
+    }
+
+    /// Serves up to `rings_per_poll` send queue rings of the pending list; a ring left
+    /// non-empty goes to the back.
     pub(crate) fn serve_pending(&mut self, engine: &mut Engine) {
         let n = self.pending.len().min(self.cfg.rings_per_poll);
         for i in 0..n {

@@ -73,8 +73,12 @@ pub struct ShmService {
     pub(crate) conns: HashMap<ConnId, ConnEntry>,
     /// Listening port → (client, CM id).
     pub(crate) listeners: HashMap<u16, (ClientId, u32)>,
-    /// Rings with slots left over (each at most once: the entry's `pending` flag).
+    /// Send queue rings with slots left over (each at most once: the entry's `pending`
+    /// flag), served `rings_per_poll` at a time.
     pub(crate) pending: Vec<PendingRing>,
+    /// Receive rings (RQ, SRQ) whose doorbell was taken (each at most once), served to
+    /// the end before the next frames are handled (`serve_receive_rings`).
+    pub(crate) pending_rx: Vec<PendingRing>,
     /// CQs with a wake-up left over (each at most once).
     pub(crate) cq_pending: Vec<CqId>,
     /// Scratch: slots popped from a ring.
@@ -107,6 +111,7 @@ pub fn service_channel_with(
         conns: HashMap::with_capacity(cfg.max_conns.min(1024)),
         listeners: HashMap::new(),
         pending: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
+        pending_rx: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
         cq_pending: Vec::with_capacity(cfg.max_objects.min(1024)),
         slots: vec![0; burst * iwarp_shm_ring::SEND_SLOT_SIZE],
         counters: ServiceCounters::default(),
@@ -173,9 +178,19 @@ impl<M: Memory> App<M> for ShmService {
         // control call (query, modify, disconnect) has its WRs taken first, so a control
         // reply orders after the WRs posted before the call (docs/APPS.md).
         self.take_doorbells();
+        self.serve_receive_rings(engine);
         self.serve_pending(engine);
         self.serve_requests(now, engine, mem);
         self.serve_cq_pending();
+    }
+
+    fn before_frames(&mut self, _now: Instant, engine: &mut Engine, _mem: &mut M) {
+        // Receives reach the engine through rings served here and in `poll`: a frame
+        // handled before a receive's doorbell was taken would find no receive though the
+        // client posted one before the message it answers (docs/APPS.md, "Receives
+        // before the frames that need them").
+        self.take_doorbells();
+        self.serve_receive_rings(engine);
     }
 
     fn poll_timeout(&self) -> Option<Instant> {

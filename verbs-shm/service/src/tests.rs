@@ -681,3 +681,54 @@ fn a_peer_close_is_told_at_once_and_once() {
     }
     assert_eq!(disconnect_notices(&w.a), 1);
 }
+
+/// A receive whose doorbell B's loop has not come round to (its core descheduled, say)
+/// when the Send that answers a later message arrives: `before_frames` hands it to the
+/// engine before the Send is handled (fi_pingpong's last exchange got "no buffer" here).
+#[test]
+fn a_receive_rung_before_a_send_arrives_is_there_for_it() {
+    let mut w = World::new();
+    w.connect();
+    let stag_b = w.b.stag;
+    w.b.rq
+        .push(&encode_recv_wr(&RecvWr {
+            wr_id: 0xb1,
+            sgl: sgl(0x100, 256, stag_b),
+        }))
+        .unwrap();
+    w.b.doorbells.ring(RQ_BIT);
+    w.a.mem.arena_mut(RegionId(0))[0..5].copy_from_slice(b"hello");
+    let stag_a = w.a.stag;
+    w.a.post_send(&SendWr {
+        wr_id: 0xa1,
+        op: SendOp::Send,
+        sgl: sgl(0, 5, stag_a),
+        flags: SendFlags::SIGNALED,
+    });
+    let frames = w.a.turn(w.now);
+    assert!(!frames.is_empty(), "A sent its Send");
+    // B's burst: the hook first, then the frames (the core's order), no poll before.
+    iwarp_runtime::App::<iwarp_types::VecMemory>::before_frames(
+        &mut w.b.svc,
+        w.now,
+        &mut w.b.eng,
+        &mut w.b.mem,
+    );
+    for f in &frames {
+        w.b.eng.handle_frame(w.now, f, &mut w.b.mem);
+    }
+    let mut got_a = Vec::new();
+    let mut got_b = Vec::new();
+    assert!(w.run_until(|w| {
+        got_a.extend(w.a.cqes());
+        got_b.extend(w.b.cqes());
+        got_a.len() == 1 && got_b.len() == 1
+    }));
+    assert_eq!(
+        (got_b[0].wr_id, got_b[0].status, got_b[0].byte_len),
+        (0xb1, WcStatus::Success, 5)
+    );
+    assert_eq!(&w.b.mem.arena(RegionId(0))[0x100..0x105], b"hello");
+    assert_eq!((got_a[0].wr_id, got_a[0].status), (0xa1, WcStatus::Success));
+    assert_eq!(qp_state(&mut w.b), QpState::Rts);
+}

@@ -73,3 +73,90 @@ fn apps_are_stopped_and_handed_back() {
         ControlError::NoSuchApp
     );
 }
+
+/// Holds a receive it hands to the engine only in `before_frames`, as the shared-memory
+/// service hands over receives posted to rings it has not served yet.
+struct LateReceiver {
+    qp: iwarp_types::QpId,
+    wr: Option<iwarp_types::RecvWr>,
+}
+
+impl<M: iwarp_types::Memory> crate::app::App<M> for LateReceiver {
+    fn on_event(
+        &mut self,
+        _: iwarp_types::Instant,
+        _: &mut iwarp_engine::Engine,
+        _: &mut M,
+        _: &Event,
+    ) -> bool {
+        false
+    }
+    fn poll(&mut self, _: iwarp_types::Instant, _: &mut iwarp_engine::Engine, _: &mut M) {}
+    fn before_frames(
+        &mut self,
+        _: iwarp_types::Instant,
+        engine: &mut iwarp_engine::Engine,
+        _: &mut M,
+    ) {
+        if let Some(wr) = self.wr.take() {
+            engine.post_recv(self.qp, &wr).expect("post_recv");
+        }
+    }
+    fn poll_timeout(&self) -> Option<iwarp_types::Instant> {
+        None
+    }
+    fn shutdown(&mut self, _: iwarp_types::Instant, _: &mut iwarp_engine::Engine, _: &mut M) {}
+    fn is_idle(&self) -> bool {
+        true
+    }
+}
+
+#[test]
+fn apps_hand_over_receives_before_the_frames_of_a_burst_are_handled() {
+    let mut tb = Testbed::new(&TestbedConfig::default()).unwrap();
+    tb.a.cores[0].mem_mut().arena_mut(ARENA)[..5].copy_from_slice(b"hello");
+    listen_all(&mut tb, Which::B);
+    let a = verbs(&mut tb, Which::A, 0, 1 << 20);
+    let c = connect(&mut tb, 0, a, 1 << 20);
+    // B's receive exists only once `before_frames` ran: the Send's burst must call it
+    // before the Send is handled (after it, or never: no buffer, a Terminate).
+    let app = LateReceiver {
+        qp: c.b.qp,
+        wr: Some(iwarp_types::RecvWr {
+            wr_id: 0xb1,
+            sgl: iwarp_types::SgList::single(iwarp_types::Sge {
+                addr: 0x100,
+                length: 64,
+                lkey: c.b.mr,
+            }),
+        }),
+    };
+    let Done::AppStarted(_) = tb
+        .call(Which::B, c.b_core, Op::StartApp(AppBox(Box::new(app))))
+        .unwrap()
+    else {
+        panic!("start")
+    };
+    post_send(
+        &mut tb,
+        Which::A,
+        0,
+        c.a.qp,
+        wr(0xa1, iwarp_types::SendOp::Send, 0, 5, c.a.mr),
+    )
+    .unwrap();
+    let cb = wait_cqe(&mut tb, Which::B, c.b_core, c.b.cq);
+    assert_eq!(
+        (cb.wr_id, cb.status, cb.byte_len),
+        (0xb1, iwarp_types::WcStatus::Success, 5)
+    );
+    assert_eq!(
+        &tb.b.cores[c.b_core].mem().arena(ARENA)[0x100..0x105],
+        b"hello"
+    );
+    let ca = wait_cqe(&mut tb, Which::A, 0, c.a.cq);
+    assert_eq!(
+        (ca.wr_id, ca.status),
+        (0xa1, iwarp_types::WcStatus::Success)
+    );
+}

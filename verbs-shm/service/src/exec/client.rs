@@ -54,7 +54,7 @@ impl ShmService {
             }
             self.srqs.remove(&srq);
         }
-        self.pending.retain(|p| match p {
+        self.pending_rx.retain(|p| match p {
             crate::tables::PendingRing::Srq(s) => self.srqs.contains_key(s),
             _ => true,
         });

@@ -97,6 +97,9 @@ impl ShmService {
         if self.pending.capacity() < need {
             self.pending.reserve(need - self.pending.len());
         }
+        if self.pending_rx.capacity() < need {
+            self.pending_rx.reserve(need - self.pending_rx.len());
+        }
         let cqs = self.cqs.len() + 1;
         if self.cq_pending.capacity() < 2 * cqs {
             self.cq_pending.reserve(2 * cqs - self.cq_pending.len());

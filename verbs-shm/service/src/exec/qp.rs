@@ -178,6 +178,8 @@ impl ShmService {
             }
         }
         self.pending.retain(|p| !matches!(p, crate::tables::PendingRing::Sq(q) | crate::tables::PendingRing::Rq(q) if *q == qp));
+        self.pending_rx
+            .retain(|p| !matches!(p, crate::tables::PendingRing::Rq(q) if *q == qp));
         Ok(had_conn)
     }
 }
