@@ -10,11 +10,12 @@ use iwarp_rdma::mem::MrAttr;
 use iwarp_rdma::QpAttr;
 use iwarp_runtime::App;
 use iwarp_shm_ring::{
-    decode_cqe, encode_send_wr, Consumer, CqControl, DoorbellBlock, Producer, Region, RingLayout,
-    CQE_SLOT_SIZE, DOORBELL_BLOCK_BYTES,
+    decode_cqe, encode_recv_wr, encode_send_wr, Consumer, CqControl, DoorbellBlock, Producer,
+    Region, RingLayout, CQE_SLOT_SIZE, DOORBELL_BLOCK_BYTES,
 };
 use iwarp_types::{
-    Access, CqId, Cqe, Duration, Instant, PdId, QpId, QpState, SendWr, SgList, Sge, Stag, VecMemory,
+    Access, CqId, Cqe, Duration, Instant, PdId, QpId, QpState, RecvWr, RegionId, SendFlags, SendOp,
+    SendWr, SgList, Sge, Stag, VecMemory,
 };
 
 use crate::{
@@ -236,6 +237,27 @@ impl Side {
     pub fn post_send(&mut self, wr: &SendWr) {
         self.sq.push(&encode_send_wr(wr)).unwrap();
         self.doorbells.ring(SQ_BIT);
+    }
+
+    /// A receive of `len` bytes at `addr` of the MR, through the RQ ring and its doorbell.
+    pub fn post_recv(&mut self, wr_id: u64, addr: u64, len: u32) {
+        let wr = RecvWr {
+            wr_id,
+            sgl: sgl(addr, len, self.stag),
+        };
+        self.rq.push(&encode_recv_wr(&wr)).unwrap();
+        self.doorbells.ring(RQ_BIT);
+    }
+
+    /// A signalled Send of `bytes`, written at the start of the MR first.
+    pub fn send_bytes(&mut self, wr_id: u64, bytes: &[u8]) {
+        self.mem.arena_mut(RegionId(0))[..bytes.len()].copy_from_slice(bytes);
+        self.post_send(&SendWr {
+            wr_id,
+            op: SendOp::Send,
+            sgl: sgl(0, bytes.len() as u32, self.stag),
+            flags: SendFlags::SIGNALED,
+        });
     }
 
     pub fn cqes(&mut self) -> Vec<Cqe> {

@@ -20,25 +20,13 @@ fn send_and_write_complete_into_the_client_ring() {
     w.connect();
     // B posts a receive through its RQ ring.
     let stag_b = w.b.stag;
-    w.b.rq
-        .push(&encode_recv_wr(&RecvWr {
-            wr_id: 0xb0,
-            sgl: sgl(0x100, 256, stag_b),
-        }))
-        .unwrap();
-    w.b.doorbells.ring(RQ_BIT);
+    w.b.post_recv(0xb0, 0x100, 256);
     // The receive reaches B's engine before A's Send does.
     w.step();
-    w.a.mem.arena_mut(RegionId(0))[0..5].copy_from_slice(b"hello");
     w.a.mem.arena_mut(RegionId(0))[64..69].copy_from_slice(b"world");
     w.a.cq_control.arm(false);
     let stag_a = w.a.stag;
-    w.a.post_send(&SendWr {
-        wr_id: 0xa1,
-        op: SendOp::Send,
-        sgl: sgl(0, 5, stag_a),
-        flags: SendFlags::SIGNALED,
-    });
+    w.a.send_bytes(0xa1, b"hello");
     w.a.post_send(&SendWr {
         wr_id: 0xa2,
         op: SendOp::Write {
@@ -689,22 +677,8 @@ fn a_peer_close_is_told_at_once_and_once() {
 fn a_receive_rung_before_a_send_arrives_is_there_for_it() {
     let mut w = World::new();
     w.connect();
-    let stag_b = w.b.stag;
-    w.b.rq
-        .push(&encode_recv_wr(&RecvWr {
-            wr_id: 0xb1,
-            sgl: sgl(0x100, 256, stag_b),
-        }))
-        .unwrap();
-    w.b.doorbells.ring(RQ_BIT);
-    w.a.mem.arena_mut(RegionId(0))[0..5].copy_from_slice(b"hello");
-    let stag_a = w.a.stag;
-    w.a.post_send(&SendWr {
-        wr_id: 0xa1,
-        op: SendOp::Send,
-        sgl: sgl(0, 5, stag_a),
-        flags: SendFlags::SIGNALED,
-    });
+    w.b.post_recv(0xb1, 0x100, 256);
+    w.a.send_bytes(0xa1, b"hello");
     let frames = w.a.turn(w.now);
     assert!(!frames.is_empty(), "A sent its Send");
     // B's burst: the hook first, then the frames (the core's order), no poll before.
