@@ -205,11 +205,14 @@ rig() {
     fi
     local rc=0
     "$SIWVM/run-in-guest.sh" "$@" || rc=$?
-    if [ $rc -eq 255 ] && ! "$SIWVM/run-in-guest.sh" -t 5 "$GUEST" true >/dev/null 2>&1; then
+    if [ $rc -eq 255 ] && ! guest_answers; then
         : >"$TMP/guest-dead"
     fi
     return $rc
 }
+
+# guest_answers: the guest's agent runs `true` (it gives up after its own 10 s).
+guest_answers() { "$SIWVM/run-in-guest.sh" -t 5 "$GUEST" true >/dev/null 2>&1; }
 
 # The guest reads the tool through the uncached 9p mount (rebuilt binaries are seen).
 PEER="/host$PEER_BIN"
@@ -312,12 +315,12 @@ run_cell_once() {
     if [ $rc -ne 0 ] && siw_bad_crc "$pcap"; then
         REASON="siw sent an FPDU with a bad MPA CRC; iwarpd answered with the MPA CRC Terminate${REASON:+ ($REASON)}"
     fi
-    local hung=0
-    guest_hung "$rc" "$name.try$try" && hung=1
+    local hangs=0
+    guest_hung "$rc" "$name.try$try" && hangs=1
     while [ $rc -ne 0 ] && [ $try -lt 3 ] \
         && [[ $REASON == *"siw accept race"* || $REASON == "capture incomplete"* \
             || $REASON == "siw sent an FPDU with a bad MPA CRC"* \
-            || ($REASON == "the guest stopped answering"* && $hung -eq 1) ]]; do
+            || ($REASON == "the guest stopped answering"* && $hangs -eq 1) ]]; do
         # siw's race (docs/INTEROP.md, difference 2), not iwarpd's, frames tcpdump dropped
         # or a guest that hung (difference 15; booted again): again (3 tries, one after a
         # hang), noted.
@@ -325,7 +328,7 @@ run_cell_once() {
         case $REASON in
             "capture incomplete"*) note=" (try $try: tcpdump dropped frames of the tries before)" ;;
             "siw sent an FPDU with a bad MPA CRC"*) note=" (try $try: siw sent a bad MPA CRC before, iwarpd terminated as required)" ;;
-            "the guest stopped answering"*) note=" (try $try, the guest booted again: $REASON)"; hung=2 ;;
+            "the guest stopped answering"*) note=" (try $try, the guest booted again: $REASON)" ;;
             *) note=" (try $try: the tries before hit the siw accept race)" ;;
         esac
         cp "$pcap" "$OUT/failed/$name.try$((try - 1)).pcap" 2>/dev/null
@@ -334,7 +337,7 @@ run_cell_once() {
         "$@" >>"$clog" 2>&1
         rc=$?
         stop_capture
-        [ $hung -eq 2 ] && guest_hung "$rc" "$name.try$try" && hung=3
+        guest_hung "$rc" "$name.try$try" && hangs=$((hangs + 1))
     done
     # A crashed guest kernel (iw_cm BUG, docs/INTEROP.md difference 11) fails this cell;
     # the guest is booted again so that the cells after it run against a live siw.
@@ -371,7 +374,7 @@ not_implemented() { REASON="not implemented: $1"; return 1; }
 guest_hung() {
     [ "$1" -ne 0 ] || return 1
     [ -z "$(guest_oops)" ] || return 1
-    if [ ! -e "$TMP/guest-dead" ] && "$SIWVM/run-in-guest.sh" -t 10 "$GUEST" true >/dev/null 2>&1; then
+    if [ ! -e "$TMP/guest-dead" ] && guest_answers; then
         return 1
     fi
     local last

@@ -13,7 +13,7 @@ use iwarp_types::{
 
 use crate::request::{AsyncObject, ServiceNotice};
 use crate::service::ShmService;
-use crate::tables::{Bell, PendingRing};
+use crate::tables::{Bell, RxRing};
 
 /// The `qp` of an error completion that belongs to no QP (a malformed SRQ slot).
 pub const NO_QP_HANDLE: u32 = u32::MAX;
@@ -80,7 +80,7 @@ impl ShmService {
     /// name (each ring at most once).
     pub(crate) fn take_doorbells(&mut self) {
         let (qps, srqs) = (&mut self.qps, &mut self.srqs);
-        let (pending, pending_rx) = (&mut self.pending, &mut self.pending_rx);
+        let (pending_sq, pending_rx) = (&mut self.pending_sq, &mut self.pending_rx);
         for c in self.clients.values_mut() {
             // Nothing rung (the common poll): `rung` is empty (cleared below after every
             // take), so neither scanned nor cleared (64 words each).
@@ -94,9 +94,12 @@ impl ShmService {
                     Bell::None => stats.stray_doorbells += 1,
                     Bell::Sq(qp) => {
                         if let Some(q) = qps.get_mut(&qp) {
-                            if !q.sq_pending && !q.broken && pending.len() < pending.capacity() {
+                            if !q.sq_pending
+                                && !q.broken
+                                && pending_sq.len() < pending_sq.capacity()
+                            {
                                 q.sq_pending = true;
-                                pending.push(PendingRing::Sq(qp));
+                                pending_sq.push(qp);
                             }
                         }
                     }
@@ -107,7 +110,7 @@ impl ShmService {
                                 && pending_rx.len() < pending_rx.capacity()
                             {
                                 q.rq_pending = true;
-                                pending_rx.push(PendingRing::Rq(qp));
+                                pending_rx.push(RxRing::Rq(qp));
                             }
                         }
                     }
@@ -115,7 +118,7 @@ impl ShmService {
                         if let Some(s) = srqs.get_mut(&srq) {
                             if !s.pending && !s.broken && pending_rx.len() < pending_rx.capacity() {
                                 s.pending = true;
-                                pending_rx.push(PendingRing::Srq(srq));
+                                pending_rx.push(RxRing::Srq(srq));
                             }
                         }
                     }
@@ -133,22 +136,16 @@ impl ShmService {
         // Each ring is in the list at most once (its `pending` flag).
         while let Some(ring) = self.pending_rx.pop() {
             match ring {
-                PendingRing::Rq(qp) => {
+                RxRing::Rq(qp) => {
                     self.drain_ring(engine, qp, false);
                     if let Some(q) = self.qps.get_mut(&qp) {
                         q.rq_pending = false;
                     }
                 }
-                PendingRing::Srq(srq) => {
+                RxRing::Srq(srq) => {
                     self.drain_srq(engine, srq);
                     if let Some(s) = self.srqs.get_mut(&srq) {
                         s.pending = false;
-                    }
-                }
-                PendingRing::Sq(qp) => {
-                    // Not queued here; served with its budget if it ever were.
-                    if self.pending.len() < self.pending.capacity() {
-                        self.pending.push(PendingRing::Sq(qp));
                     }
                 }
             }
@@ -171,38 +168,17 @@ impl ShmService {
     /// Serves up to `rings_per_poll` send queue rings of the pending list; a ring left
     /// non-empty goes to the back.
     pub(crate) fn serve_pending(&mut self, engine: &mut Engine) {
-        let n = self.pending.len().min(self.cfg.rings_per_poll);
+        let n = self.pending_sq.len().min(self.cfg.rings_per_poll);
         for i in 0..n {
-            let ring = self.pending[i];
-            let again = match ring {
-                PendingRing::Sq(qp) => self.serve_sq(engine, qp),
-                PendingRing::Rq(qp) => self.serve_rq(engine, qp),
-                PendingRing::Srq(srq) => self.serve_srq(engine, srq),
-            };
-            if again {
+            let qp = self.pending_sq[i];
+            if self.serve_sq(engine, qp) {
                 // Capacity holds: the ring was in the list and is counted in it.
-                self.pending.push(ring);
-            } else {
-                match ring {
-                    PendingRing::Sq(qp) => {
-                        if let Some(q) = self.qps.get_mut(&qp) {
-                            q.sq_pending = false;
-                        }
-                    }
-                    PendingRing::Rq(qp) => {
-                        if let Some(q) = self.qps.get_mut(&qp) {
-                            q.rq_pending = false;
-                        }
-                    }
-                    PendingRing::Srq(srq) => {
-                        if let Some(s) = self.srqs.get_mut(&srq) {
-                            s.pending = false;
-                        }
-                    }
-                }
+                self.pending_sq.push(qp);
+            } else if let Some(q) = self.qps.get_mut(&qp) {
+                q.sq_pending = false;
             }
         }
-        self.pending.drain(..n);
+        self.pending_sq.drain(..n);
     }
 
     /// Slots taken from one ring per visit.

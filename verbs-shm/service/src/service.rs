@@ -10,7 +10,7 @@ use iwarp_types::{ConnId, CqId, Instant, Memory, QpId, SrqId};
 
 use crate::handle::{ServiceHandle, Shared, NO_REPLY};
 use crate::request::{ClientId, ServiceCounters, ServiceNotice};
-use crate::tables::{Client, ConnEntry, CqEntry, PendingRing, QpEntry, SrqEntry};
+use crate::tables::{Client, ConnEntry, CqEntry, QpEntry, RxRing, SrqEntry};
 
 /// Chooses local ports for active opens: `(remote_ip, remote_port, local_port)` → true if
 /// the return traffic of that 4-tuple is steered to this core.
@@ -73,12 +73,12 @@ pub struct ShmService {
     pub(crate) conns: HashMap<ConnId, ConnEntry>,
     /// Listening port → (client, CM id).
     pub(crate) listeners: HashMap<u16, (ClientId, u32)>,
-    /// Send queue rings with slots left over (each at most once: the entry's `pending`
-    /// flag), served `rings_per_poll` at a time.
-    pub(crate) pending: Vec<PendingRing>,
+    /// QPs whose send queue ring has slots left over (each at most once: the entry's
+    /// `sq_pending` flag), served `rings_per_poll` at a time.
+    pub(crate) pending_sq: Vec<QpId>,
     /// Receive rings (RQ, SRQ) whose doorbell was taken (each at most once), served to
     /// the end before the next frames are handled (`serve_receive_rings`).
-    pub(crate) pending_rx: Vec<PendingRing>,
+    pub(crate) pending_rx: Vec<RxRing>,
     /// CQs with a wake-up left over (each at most once).
     pub(crate) cq_pending: Vec<CqId>,
     /// Scratch: slots popped from a ring.
@@ -110,7 +110,7 @@ pub fn service_channel_with(
         cqs: HashMap::with_capacity(cfg.max_objects.min(1024)),
         conns: HashMap::with_capacity(cfg.max_conns.min(1024)),
         listeners: HashMap::new(),
-        pending: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
+        pending_sq: Vec::with_capacity(cfg.max_objects.min(1024)),
         pending_rx: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
         cq_pending: Vec::with_capacity(cfg.max_objects.min(1024)),
         slots: vec![0; burst * iwarp_shm_ring::SEND_SLOT_SIZE],

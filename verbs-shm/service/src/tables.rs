@@ -128,10 +128,9 @@ pub(crate) struct ConnEntry {
     pub(crate) close_told: bool,
 }
 
-/// A ring with work left over.
+/// A receive ring whose doorbell was taken and that is not served yet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum PendingRing {
-    Sq(QpId),
+pub(crate) enum RxRing {
     Rq(QpId),
     Srq(SrqId),
 }

@@ -55,7 +55,7 @@ impl ShmService {
             self.srqs.remove(&srq);
         }
         self.pending_rx.retain(|p| match p {
-            crate::tables::PendingRing::Srq(s) => self.srqs.contains_key(s),
+            crate::tables::RxRing::Srq(s) => self.srqs.contains_key(s),
             _ => true,
         });
         let cqs: Vec<_> = self

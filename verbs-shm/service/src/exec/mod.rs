@@ -94,8 +94,8 @@ impl ShmService {
     pub(super) fn reserve_lists(&mut self) {
         let rings = 2 * self.qps.len() + self.srqs.len() + 2;
         let need = rings + self.cfg.rings_per_poll;
-        if self.pending.capacity() < need {
-            self.pending.reserve(need - self.pending.len());
+        if self.pending_sq.capacity() < need {
+            self.pending_sq.reserve(need - self.pending_sq.len());
         }
         if self.pending_rx.capacity() < need {
             self.pending_rx.reserve(need - self.pending_rx.len());

@@ -177,9 +177,9 @@ impl ShmService {
                 }
             }
         }
-        self.pending.retain(|p| !matches!(p, crate::tables::PendingRing::Sq(q) | crate::tables::PendingRing::Rq(q) if *q == qp));
+        self.pending_sq.retain(|q| *q != qp);
         self.pending_rx
-            .retain(|p| !matches!(p, crate::tables::PendingRing::Rq(q) if *q == qp));
+            .retain(|p| !matches!(p, crate::tables::RxRing::Rq(q) if *q == qp));
         Ok(had_conn)
     }
 }
