@@ -357,6 +357,9 @@ impl<M: Memory> Core<M> {
         if self.finished {
             return work;
         }
+        // The iteration's accesses to registered memory are one batch (shared memory
+        // announces this core as its reader once here instead of around every copy).
+        self.mem.begin_batch();
         for i in 0..self.ports.len() {
             work.rx_frames += self.receive(now, i);
         }
@@ -382,6 +385,7 @@ impl<M: Memory> Core<M> {
         if self.shutdown.is_some() {
             self.check_shutdown(now);
         }
+        self.mem.end_batch();
         self.loop_counters.iterations += 1;
         if !work.is_idle() {
             self.loop_counters.busy_iterations += 1;

@@ -57,6 +57,18 @@ pub trait Memory {
         self.write(region, offset, data)?;
         Ok(iwarp_crc_copy::crc32c_append(crc, data))
     }
+
+    /// Called by the loop that owns this memory before a batch of accesses (one
+    /// iteration of a dataplane core), [`Memory::end_batch`] after it. An implementation
+    /// may do per batch what it would otherwise do per access: shared memory announces
+    /// its reader once per batch instead of around every copy. Accesses outside a batch
+    /// stay valid (slower where the implementation has per-batch state). The default
+    /// does nothing.
+    fn begin_batch(&mut self) {}
+
+    /// Ends the batch [`Memory::begin_batch`] began; nothing if none is open. Must come
+    /// soon: shared memory's region removal waits for the batches open when it starts.
+    fn end_batch(&mut self) {}
 }
 
 /// Arenas held in `Vec<u8>`s: the memory of simulations, tests and benchmarks.

@@ -8,12 +8,18 @@ use iwarp_types::{Memory, MemoryFault, RegionId};
 use crate::{Backing, RegionTable, SharedMapping};
 
 /// The arenas of every client as seen by one dataplane core: a handle on the shared
-/// [`RegionTable`] with the core's own reader counter. Cloning takes another counter
-/// (one clone per core).
+/// [`RegionTable`] with the core's own reader counter, and a section line of its own
+/// while the table has one free: between [`Memory::begin_batch`] and
+/// [`Memory::end_batch`] an access is one load instead of two locked instructions (the
+/// table's documentation). Cloning takes another counter and line (one clone per core).
 #[derive(Debug)]
 pub struct ShmMemory {
     table: Arc<RegionTable>,
     reader: usize,
+    /// The section line this view owns, if it got one.
+    section: Option<usize>,
+    /// Inside a batch (its section entered).
+    inside: bool,
 }
 
 impl Clone for ShmMemory {
@@ -22,11 +28,39 @@ impl Clone for ShmMemory {
     }
 }
 
+impl Drop for ShmMemory {
+    fn drop(&mut self) {
+        // A core that stops inside a batch (a panic unwinding) must not hold up `remove`.
+        self.end_batch();
+        if let Some(line) = self.section {
+            self.table.release_section(line);
+        }
+    }
+}
+
 impl ShmMemory {
     /// A view of `table`.
     pub fn new(table: Arc<RegionTable>) -> ShmMemory {
         let reader = table.reader_index();
-        ShmMemory { table, reader }
+        let section = table.claim_section();
+        ShmMemory {
+            table,
+            reader,
+            section,
+            inside: false,
+        }
+    }
+
+    /// Runs `f` on the mapping of `region`: inside a batch through the section, else
+    /// announced for this access alone.
+    #[inline]
+    fn with<R>(&self, region: RegionId, f: impl FnOnce(&SharedMapping) -> R) -> Option<R> {
+        match (self.inside, self.section) {
+            // SAFETY: `line` is this view's own (claimed in `new`, released in `drop`),
+            // and `inside` is true only between `enter_section` and `leave_section`.
+            (true, Some(line)) => unsafe { self.table.with_in_section(line, region, f) },
+            _ => self.table.with(self.reader, region, f),
+        }
     }
 
     /// A new table of [`crate::DEFAULT_TABLE_SLOTS`] slots whose first arenas are private
@@ -53,18 +87,16 @@ impl ShmMemory {
 
 impl Memory for ShmMemory {
     fn region_len(&self, region: RegionId) -> Option<u64> {
-        self.table.with(self.reader, region, |m| m.len() as u64)
+        self.with(region, |m| m.len() as u64)
     }
 
     fn read(&self, region: RegionId, offset: u64, out: &mut [u8]) -> Result<(), MemoryFault> {
-        self.table
-            .with(self.reader, region, |m| m.read(offset, out))
+        self.with(region, |m| m.read(offset, out))
             .unwrap_or(Err(MemoryFault))
     }
 
     fn write(&mut self, region: RegionId, offset: u64, data: &[u8]) -> Result<(), MemoryFault> {
-        self.table
-            .with(self.reader, region, |m| m.write(offset, data))
+        self.with(region, |m| m.write(offset, data))
             .unwrap_or(Err(MemoryFault))
     }
 
@@ -75,8 +107,7 @@ impl Memory for ShmMemory {
         out: &mut [u8],
         crc: u32,
     ) -> Result<u32, MemoryFault> {
-        self.table
-            .with(self.reader, region, |m| m.read_crc32c(offset, out, crc))
+        self.with(region, |m| m.read_crc32c(offset, out, crc))
             .unwrap_or(Err(MemoryFault))
     }
 
@@ -87,9 +118,22 @@ impl Memory for ShmMemory {
         data: &[u8],
         crc: u32,
     ) -> Result<u32, MemoryFault> {
-        self.table
-            .with(self.reader, region, |m| m.write_crc32c(offset, data, crc))
+        self.with(region, |m| m.write_crc32c(offset, data, crc))
             .unwrap_or(Err(MemoryFault))
+    }
+
+    fn begin_batch(&mut self) {
+        if let (false, Some(line)) = (self.inside, self.section) {
+            self.table.enter_section(line);
+            self.inside = true;
+        }
+    }
+
+    fn end_batch(&mut self) {
+        if let (true, Some(line)) = (self.inside, self.section) {
+            self.table.leave_section(line);
+            self.inside = false;
+        }
     }
 }
 
@@ -159,5 +203,153 @@ mod tests {
         assert!(m.table().remove(id).is_some());
         assert_eq!(m.read(id, 0, &mut out), Err(MemoryFault));
         assert_eq!(m.region_len(id), None);
+    }
+
+    fn table_with(len: usize) -> (Arc<RegionTable>, RegionId) {
+        let t = Arc::new(RegionTable::new(4));
+        let m = SharedMapping::create("b", len, Backing::Pages).unwrap();
+        let id = t.insert(Arc::new(m)).unwrap();
+        (t, id)
+    }
+
+    #[test]
+    fn remove_waits_for_a_batch_open_when_it_starts() {
+        let (t, id) = table_with(4096);
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel();
+        let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+        let t2 = t.clone();
+        let core = std::thread::spawn(move || {
+            let mut m = ShmMemory::new(t2);
+            m.begin_batch();
+            m.write(id, 0, &[7; 64]).unwrap();
+            // An access in progress when the region is removed finishes with the mapping
+            // it loaded.
+            let r = m.with(id, |mapping| {
+                entered_tx.send(()).unwrap();
+                go_rx.recv().unwrap();
+                mapping.write(4000, &[9; 96])
+            });
+            // The next access of the same batch finds the region gone.
+            let after = m.write(id, 0, &[1]);
+            m.end_batch();
+            (r.map(|w| w.is_ok()), after)
+        });
+        entered_rx.recv().unwrap();
+        let t3 = t.clone();
+        let remover = std::thread::spawn(move || t3.remove(id));
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(
+            !remover.is_finished(),
+            "remove returned while a batch that saw the region was open"
+        );
+        go_tx.send(()).unwrap();
+        assert_eq!(core.join().unwrap(), (Some(true), Err(MemoryFault)));
+        let gone = remover.join().unwrap().unwrap();
+        let mut b = [0u8; 2];
+        gone.read(63, &mut b[..1]).unwrap();
+        gone.read(4095, &mut b[1..]).unwrap();
+        assert_eq!(b, [7, 9]);
+    }
+
+    #[test]
+    fn a_batch_begun_after_remove_sees_the_region_gone() {
+        let (t, id) = table_with(4096);
+        let mut m = ShmMemory::new(t.clone());
+        m.begin_batch();
+        let mut out = [0u8; 4];
+        assert_eq!(m.read(id, 0, &mut out), Ok(()));
+        m.end_batch();
+        // Between batches the view holds nothing up.
+        assert!(t.remove(id).is_some());
+        m.begin_batch();
+        assert_eq!(m.read(id, 0, &mut out), Err(MemoryFault));
+        assert_eq!(m.region_len(id), None);
+        m.end_batch();
+        // Batches may be empty, and an end without a begin is nothing.
+        m.end_batch();
+        m.begin_batch();
+        m.begin_batch();
+        m.end_batch();
+    }
+
+    #[test]
+    fn views_beyond_the_section_lines_announce_every_access() {
+        let (t, id) = table_with(4096);
+        let mut views: Vec<ShmMemory> = (0..crate::table::MAX_SECTIONS + 2)
+            .map(|_| ShmMemory::new(t.clone()))
+            .collect();
+        assert!(views[..crate::table::MAX_SECTIONS]
+            .iter()
+            .all(|v| v.section.is_some()));
+        assert!(views[crate::table::MAX_SECTIONS..]
+            .iter()
+            .all(|v| v.section.is_none()));
+        for (i, v) in views.iter_mut().enumerate() {
+            v.begin_batch();
+            v.write(id, i as u64, &[i as u8]).unwrap();
+            v.end_batch();
+        }
+        let mut out = [0u8; 3];
+        views[0]
+            .read(id, crate::table::MAX_SECTIONS as u64 - 1, &mut out)
+            .unwrap();
+        assert_eq!(
+            out,
+            [
+                crate::table::MAX_SECTIONS as u8 - 1,
+                crate::table::MAX_SECTIONS as u8,
+                crate::table::MAX_SECTIONS as u8 + 1
+            ]
+        );
+        // A dropped view gives its line back.
+        views.remove(3);
+        assert!(ShmMemory::new(t.clone()).section.is_some());
+        // A view dropped inside its batch (a core unwinding) does not hold up `remove`.
+        views[0].begin_batch();
+        views.remove(0);
+        assert!(t.remove(id).is_some());
+    }
+
+    #[test]
+    fn batches_race_with_insert_and_remove() {
+        let t = Arc::new(RegionTable::new(2));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let readers: Vec<_> = (0..2)
+            .map(|_| {
+                let (t, stop) = (t.clone(), stop.clone());
+                std::thread::spawn(move || {
+                    let mut m = ShmMemory::new(t);
+                    let (mut ok, mut gone) = (0u64, 0u64);
+                    let mut out = [0u8; 256];
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        m.begin_batch();
+                        for _ in 0..16 {
+                            match m.read(RegionId(0), 0, &mut out) {
+                                Ok(()) => {
+                                    assert!(out.iter().all(|&b| b == out[0]));
+                                    ok += 1;
+                                }
+                                Err(MemoryFault) => gone += 1,
+                            }
+                        }
+                        m.end_batch();
+                    }
+                    (ok, gone)
+                })
+            })
+            .collect();
+        for round in 0..200u32 {
+            let m = SharedMapping::create("r", 4096, Backing::Pages).unwrap();
+            m.write(0, &[round as u8; 4096]).unwrap();
+            let id = t.insert(Arc::new(m)).unwrap();
+            std::thread::yield_now();
+            let back = t.remove(id).unwrap();
+            assert_eq!(Arc::strong_count(&back), 1);
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        for r in readers {
+            let (ok, gone) = r.join().unwrap();
+            assert!(ok + gone > 0);
+        }
     }
 }

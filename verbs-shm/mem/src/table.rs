@@ -10,12 +10,26 @@
 //! cannot both miss each other). The fast path is one uncontended atomic add and
 //! subtract on the core's own line and one load: no lock, no allocation, no syscall.
 //!
+//! Sections: those two atomic operations are locked instructions, each a full barrier
+//! that waits for the core's store buffer to drain (after a frame's copy, a wait): on a
+//! core posting 64-byte WRITEs they took a tenth of its time. So a reader that owns a
+//! section line of its own ([`MAX_SECTIONS`] of them, claimed by [`ShmMemory`]) may
+//! announce itself once for a batch of accesses instead: entering adds one to its line
+//! (odd: inside; a sequentially consistent add, the batch's only full barrier), each
+//! access inside is one load of the slot, leaving adds one more with a release store
+//! (even: outside). `remove`, after clearing the slot, waits for every line it sees odd
+//! to change: a reader that entered before the clear leaves within its batch, one that
+//! entered after it loads the cleared slot. A dataplane core's batch is one iteration of
+//! its loop (bounded work, no waiting), so `remove` waits at most about one iteration.
+//!
+//! [`ShmMemory`]: crate::ShmMemory
+//!
 //! Logical contract (not memory safety): the control thread calls `remove` only after
 //! every core acknowledged that no MR uses the region any more; an id may be reused by a
 //! later `insert`.
 
 use std::ptr;
-use std::sync::atomic::{AtomicPtr, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use iwarp_types::RegionId;
@@ -27,6 +41,10 @@ pub const DEFAULT_TABLE_SLOTS: usize = 65536;
 /// Reader counters of a table (readers beyond this share counters, which stays correct).
 pub const MAX_READERS: usize = 128;
 
+/// Section lines of a table: readers that announce themselves once per batch (more
+/// readers than this announce every access, which stays correct).
+pub const MAX_SECTIONS: usize = 128;
+
 /// One reader counter on its own cache line.
 #[repr(align(64))]
 #[derive(Default)]
@@ -37,6 +55,10 @@ pub struct RegionTable {
     slots: Box<[AtomicPtr<SharedMapping>]>,
     readers: Box<[ReaderLine]>,
     next_reader: AtomicUsize,
+    /// Section lines (odd: the owner is inside a batch), each owned by one reader.
+    sections: Box<[ReaderLine]>,
+    /// Which section lines are owned.
+    section_owned: Box<[AtomicBool]>,
     /// Live entries and the next slot to try; only `insert` / `remove` take it.
     alloc: Mutex<(usize, usize)>,
 }
@@ -66,6 +88,8 @@ impl RegionTable {
                 .collect(),
             readers: (0..MAX_READERS).map(|_| ReaderLine::default()).collect(),
             next_reader: AtomicUsize::new(0),
+            sections: (0..MAX_SECTIONS).map(|_| ReaderLine::default()).collect(),
+            section_owned: (0..MAX_SECTIONS).map(|_| AtomicBool::new(false)).collect(),
             alloc: Mutex::new((0, 0)),
         }
     }
@@ -126,9 +150,21 @@ impl RegionTable {
                 std::thread::yield_now();
             }
         }
+        // A section entered before the swap (its add precedes the swap in the single
+        // order of sequentially consistent operations) shows odd here or has moved on;
+        // one entered after it loads the cleared slot.
+        for line in self.sections.iter() {
+            let seen = line.0.load(Ordering::SeqCst);
+            if seen % 2 == 1 {
+                while line.0.load(Ordering::SeqCst) == seen {
+                    std::thread::yield_now();
+                }
+            }
+        }
         // SAFETY: `raw` came from `Arc::into_raw` in `insert`; the slot no longer holds it
         // and every reader that loaded it has left (counters seen at zero after the
-        // swap), so this is the only owner of that strong count.
+        // swap, every section open at the swap closed: their release stores were seen),
+        // so this is the only owner of that strong count.
         Some(unsafe { Arc::from_raw(raw) })
     }
 
@@ -148,6 +184,67 @@ impl RegionTable {
     /// A reader counter index for a new reader (round robin).
     pub(crate) fn reader_index(&self) -> usize {
         self.next_reader.fetch_add(1, Ordering::Relaxed) % MAX_READERS
+    }
+
+    /// Takes a section line of its own for a new reader; `None` when all are owned.
+    pub(crate) fn claim_section(&self) -> Option<usize> {
+        self.section_owned.iter().position(|owned| {
+            owned
+                .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        })
+    }
+
+    /// Gives back section line `line` (its owner is outside).
+    pub(crate) fn release_section(&self, line: usize) {
+        if let Some(owned) = self.section_owned.get(line) {
+            owned.store(false, Ordering::Release);
+        }
+    }
+
+    /// The owner of section line `line` begins a batch of accesses.
+    pub(crate) fn enter_section(&self, line: usize) {
+        if let Some(l) = self.sections.get(line) {
+            // The full barrier: the slot loads of the batch come after it (the remover's
+            // swap and its load of this line are sequentially consistent too).
+            l.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    /// The owner of section line `line` ends its batch.
+    pub(crate) fn leave_section(&self, line: usize) {
+        if let Some(l) = self.sections.get(line) {
+            // Only the owner writes its line: a load and a release store, no locked
+            // instruction. The remover's load of the new value orders every access of
+            // the batch before its release of the mapping.
+            let v = l.0.load(Ordering::Relaxed);
+            l.0.store(v.wrapping_add(1), Ordering::Release);
+        }
+    }
+
+    /// Runs `f` on the mapping of `id` from inside a batch.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns section line `line` ([`RegionTable::claim_section`]) and entered
+    /// it ([`RegionTable::enter_section`]) without leaving it since.
+    pub(crate) unsafe fn with_in_section<R>(
+        &self,
+        line: usize,
+        id: RegionId,
+        f: impl FnOnce(&SharedMapping) -> R,
+    ) -> Option<R> {
+        debug_assert!(self
+            .sections
+            .get(line)
+            .is_some_and(|l| l.0.load(Ordering::Relaxed) % 2 == 1));
+        let slot = self.slots.get(id.0 as usize)?;
+        let raw = slot.load(Ordering::SeqCst);
+        // SAFETY: a non-null slot pointer came from `Arc::into_raw`, and `remove` does not
+        // release the `Arc` while a section that was open when it cleared the slot stays
+        // open (the caller's is, by this function's contract: entered with a sequentially
+        // consistent add before this load, left only after `f` returns).
+        unsafe { raw.as_ref() }.map(f)
     }
 
     /// Runs `f` on the mapping of `id` while announced on reader counter `reader`.

@@ -3,6 +3,7 @@
 
 mod apps;
 mod backpressure;
+mod batches;
 mod frames;
 mod helpers;
 mod shutdown;
