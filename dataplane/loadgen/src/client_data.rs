@@ -72,7 +72,8 @@ impl LoadgenClient {
         true
     }
 
-    /// Posts WRs on QP `i` until its window is full (or it has no credit).
+    /// Posts WRs on QP `i` until its window is full (or it has no credit), then rings
+    /// the QP's doorbell once for them.
     pub(crate) fn fill<M: Memory>(
         &mut self,
         now: Instant,
@@ -80,6 +81,14 @@ impl LoadgenClient {
         mem: &mut M,
         i: usize,
     ) {
+        let before = self.qps[i].next_seq;
+        self.post_window(now, engine, mem, i);
+        if self.qps[i].next_seq != before {
+            engine.qp_doorbell(self.qps[i].qp);
+        }
+    }
+
+    fn post_window<M: Memory>(&mut self, now: Instant, engine: &mut Engine, mem: &mut M, i: usize) {
         if self.phase > Phase::Running || self.spec.op == Op::Connect {
             return;
         }
@@ -161,22 +170,29 @@ impl LoadgenClient {
                 return false;
             }
         }
-        let wr = SendWr {
-            wr_id: wr_id(i, KIND_DATA, seq),
-            op,
-            sgl: one_sge(Sge {
-                addr: local,
-                length: size as u32,
-                lkey: self.lkey,
-            }),
-            flags: if signaled {
-                SendFlags::SIGNALED
-            } else {
-                SendFlags::NONE
-            },
+        let id = wr_id(i, KIND_DATA, seq);
+        let sge = Sge {
+            addr: local,
+            length: size as u32,
+            lkey: self.lkey,
+        };
+        let flags = if signaled {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::NONE
         };
         let qp = q.qp;
-        if engine.post_send(qp, &wr).is_err() {
+        // Written straight into the WQE, as the shared-memory service posts: a WR built
+        // here and copied in (`Engine::post_send`) was a 150-byte copy of stores just
+        // made, 7.8 % of the client's core at 64 B. `fill` rings the doorbell.
+        let posted = engine.rnic_mut().post_send_with(qp, |w| {
+            w.wr_id = id;
+            w.op = op;
+            w.flags = flags;
+            w.sgl = one_sge(sge);
+            Ok::<(), core::convert::Infallible>(())
+        });
+        if posted.is_err() {
             self.report.errors.post_failed += 1;
             return false;
         }
