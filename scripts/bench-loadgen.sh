@@ -17,6 +17,13 @@
 # that (docs/BENCHMARKS.md); the probes say what the machine did around each run. They do
 # not classify runs: the host moves the CPUs within seconds, inside a run too.
 #
+# Buffers (BENCH_BUFFERS, default 1): each QP's 64 KiB WRITEs read one local buffer and
+# write one remote buffer, as the peers do (iperf3 sends its one buffer over and over,
+# ucx_perftest puts one buffer, ib_write_bw moves its buffer only for messages of half its
+# 4 KiB cycle buffer or less). One more run at 8 QPs gives every outstanding WR a buffer of
+# its own (8 x 16 x 64 KiB = 8 MiB to read and 8 MiB to write, beyond the caches): the
+# cost of that working set, reported beside the target row.
+#
 # Prints medians and writes target/bench-loadgen.md (a table for docs/BENCHMARKS.md).
 # Targets (issue 13, target 2): 64 KiB WRITE goodput at 1 QP and at 8 QPs >= 2x iperf3
 # loopback and >= 4x UCX ucp_put_bw; (target 4) >= 10 M 64-byte WRITEs/s on one core.
@@ -28,6 +35,7 @@ mtu=${BENCH_MTU:-9000}
 qps_big=${BENCH_QPS_BIG:-8}; depth_big=${BENCH_DEPTH_BIG:-16}
 qps_small=${BENCH_QPS_SMALL:-32}; depth_small=${BENCH_DEPTH_SMALL:-64}
 scale_qps=${BENCH_SCALE_QPS:-0}
+buffers=${BENCH_BUFFERS:-1}
 if [ -z "${IWARPD:-}" ]; then
   cargo build --release -q -p iwarpd
   IWARPD=target/release/iwarpd
@@ -68,12 +76,12 @@ start_server() {
 }
 stop_server() { kill -INT "$srv_pid"; wait "$srv_pid" || true; srv_pid=; }
 
-client() { # op size qps depth out
+client() { # op size qps depth out [loadgen arguments]
   timeout $(( secs * 4 + 120 )) "$IWARPD" --config config/examples/memif-client.toml --name "$cli_name" --core 0 \
     --device "net_memif0,role=client,socket=$sock$dev_args${BENCH_MEMIF_CLIENT:-}" "${common[@]}" \
     --set "limits.max_qps=$(( $3 > 1024 ? $3 + 16 : 1024 ))" --set "limits.max_conns=$(( $3 > 1024 ? 2 * $3 + 64 : 2048 ))" \
     loadgen --peer 198.18.0.1:7000 --op "$1" --size "$2" --qps "$3" --depth "$4" \
-    --seconds "$secs" --warmup-seconds 1 --json "$5.json" > "$5.txt" 2> "$5.err" || {
+    --seconds "$secs" --warmup-seconds 1 --json "$5.json" "${@:6}" > "$5.txt" 2> "$5.err" || {
       echo "bench-loadgen: client run failed:"; tail -20 "$5.err"; cat "$5.txt"; exit 1; }
 }
 # Each run gets a server of its own, and crossing between the two daemons' CPUs is probed
@@ -81,16 +89,19 @@ client() { # op size qps depth out
 # busy-polling): on a VM the host moves the CPUs between its core complexes, and two
 # daemons joined by memif (each byte crosses between the CPUs) follow it. The probe
 # samples the moments around a run, not the run itself: a run may still flip inside.
-one=(); big=(); big_p50=(); small=(); small_p50=(); rtt=()
+one=(); big=(); big_p50=(); spread=(); small=(); small_p50=(); rtt=()
 for r in $(seq "$runs"); do
   before=$(bench_cpu_probe)
   start_server
-  client write 65536 1 "$depth_big" "$tmp/one-$r"
+  client write 65536 1 "$depth_big" "$tmp/one-$r" --buffers "$buffers"
   one+=("$(bench_json_num goodput_gbps "$tmp/one-$r.json")")
   echo "iwarpd 64 KiB WRITE, 1 QP, run $r: ${one[-1]} Gbit/s"
-  client write 65536 "$qps_big" "$depth_big" "$tmp/big-$r"
+  client write 65536 "$qps_big" "$depth_big" "$tmp/big-$r" --buffers "$buffers"
   big+=("$(bench_json_num goodput_gbps "$tmp/big-$r.json")"); big_p50+=("$(bench_json_num p50 "$tmp/big-$r.json")")
   echo "iwarpd 64 KiB WRITE, $qps_big QPs, run $r: ${big[-1]} Gbit/s (p50 ${big_p50[-1]} us)"
+  client write 65536 "$qps_big" "$depth_big" "$tmp/spread-$r" --buffers 0
+  spread+=("$(bench_json_num goodput_gbps "$tmp/spread-$r.json")")
+  echo "iwarpd 64 KiB WRITE, $qps_big QPs, a buffer per outstanding WR, run $r: ${spread[-1]} Gbit/s"
   client write 64 "$qps_small" "$depth_small" "$tmp/small-$r"
   small+=("$(bench_json_num messages_per_sec "$tmp/small-$r.json")"); small_p50+=("$(bench_json_num p50 "$tmp/small-$r.json")")
   echo "iwarpd 64 B WRITE run $r: ${small[-1]} WR/s (p50 ${small_p50[-1]} us)"
@@ -112,6 +123,7 @@ fi
 k=$(printf '%s\n' "${kern[@]}" | bench_median); u=$(printf '%s\n' "${ucx[@]}" | bench_median)
 o=$(printf '%s\n' "${one[@]}" | bench_median)
 b=$(printf '%s\n' "${big[@]}" | bench_median); bl=$(printf '%s\n' "${big_p50[@]}" | bench_median)
+sp=$(printf '%s\n' "${spread[@]}" | bench_median)
 s=$(printf '%s\n' "${small[@]}" | bench_median); sl=$(printf '%s\n' "${small_p50[@]}" | bench_median)
 mwr=$(awk -v s="$s" 'BEGIN {printf "%.2f", s / 1e6}')
 verdict() { # goodput
@@ -123,13 +135,14 @@ met_s=$(awk -v s="$s" 'BEGIN {print (s >= 10e6) ? "met" : "missed"}')
 out=target/bench-loadgen.md
 mkdir -p target
 {
-  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"}${BENCH_MEMIF_SERVER:+ BENCH_MEMIF_SERVER=$BENCH_MEMIF_SERVER}${BENCH_MEMIF_CLIENT:+ BENCH_MEMIF_CLIENT=$BENCH_MEMIF_CLIENT} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
-  echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s; 64 B ${small[*]} WR/s; crossing the CPUs before/after each iwarpd run ${rtt[*]} (cache-line round trip ns : memif-like ring Gbit/s, iwarp-cpu-probe)."
+  echo "Command: \`BENCH_RUNS=$runs BENCH_SECONDS=$secs BENCH_MTU=$mtu BENCH_BUFFERS=$buffers BENCH_QPS_BIG=$qps_big BENCH_DEPTH_BIG=$depth_big BENCH_QPS_SMALL=$qps_small BENCH_DEPTH_SMALL=$depth_small${BENCH_SET:+ BENCH_SET=\"$BENCH_SET\"}${BENCH_MEMIF_SERVER:+ BENCH_MEMIF_SERVER=$BENCH_MEMIF_SERVER}${BENCH_MEMIF_CLIENT:+ BENCH_MEMIF_CLIENT=$BENCH_MEMIF_CLIENT} scripts/bench-loadgen.sh\` ($(date -u +%Y-%m-%d), $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg), commit $(git rev-parse --short HEAD)); medians of $runs runs."
+  echo "Per run: iperf3 ${kern[*]} Gbit/s; UCX ucp_put_bw ${ucx[*]} Gbit/s; iwarpd 1 QP ${one[*]}, $qps_big QPs ${big[*]} Gbit/s, $qps_big QPs with a buffer per WR ${spread[*]} Gbit/s; 64 B ${small[*]} WR/s; crossing the CPUs before/after each iwarpd run ${rtt[*]} (cache-line round trip ns : memif-like ring Gbit/s, iwarp-cpu-probe)."
   echo
   echo "| benchmark | iwarpd (memif, 1 core each, MTU $mtu) | kernel TCP / UCX over TCP, loopback, same run | ratios / targets |"
   echo "|---|---|---|---|"
-  echo "| 64 KiB WRITE goodput, 1 QP x depth $depth_big | $o Gbit/s | iperf3 $k Gbit/s; UCX ucp_put_bw -O $depth_big $u Gbit/s | $(verdict "$o") |"
-  echo "| 64 KiB WRITE goodput, $qps_big QPs x depth $depth_big | $b Gbit/s (p50 latency $bl us) | (same) | $(verdict "$b") |"
+  echo "| 64 KiB WRITE goodput, 1 QP x depth $depth_big, $buffers buffer(s) per QP | $o Gbit/s | iperf3 $k Gbit/s; UCX ucp_put_bw -O $depth_big $u Gbit/s | $(verdict "$o") |"
+  echo "| 64 KiB WRITE goodput, $qps_big QPs x depth $depth_big, $buffers buffer(s) per QP | $b Gbit/s (p50 latency $bl us) | (same) | $(verdict "$b") |"
+  echo "| 64 KiB WRITE goodput, $qps_big QPs x depth $depth_big, a buffer per outstanding WR ($(( qps_big * depth_big / 16 )) MiB each side) | $sp Gbit/s | (same) | $(bench_ratio "$sp" "$k") x iperf3, $(bench_ratio "$sp" "$u") x UCX (context: the working set) |"
   echo "| 64 B WRITE rate, $qps_small QPs x depth $depth_small | $mwr M WR/s (p50 latency $sl us) | | target >= 10 M/s: $met_s |"
   [ -n "$scale_line" ] && echo "$scale_line"
 } > "$out"
