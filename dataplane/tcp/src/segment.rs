@@ -15,7 +15,7 @@ pub const TCP_MAX_HEADER_LEN: usize = 60;
 pub const MAX_SACK_BLOCKS: usize = 3;
 
 /// The connection identity, as seen from this host.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FourTuple {
     /// Our IPv4 address.
     pub local_ip: [u8; 4],
@@ -25,6 +25,22 @@ pub struct FourTuple {
     pub remote_ip: [u8; 4],
     /// The peer's TCP port.
     pub remote_port: u16,
+}
+
+/// Hashed as its 12 octets in two writes. The derived `Hash` made six (a length prefix
+/// for each address, then each field): the engine's demultiplexing map runs a keyed
+/// SipHash over the tuple of every received segment, and the six writes were 1.6 % of a
+/// core moving 64 KiB WRITEs at MTU 9000. Equal tuples give equal octets, as `Eq` needs.
+impl core::hash::Hash for FourTuple {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        let (l, r) = (self.local_ip, self.remote_ip);
+        let [lp0, lp1] = self.local_port.to_le_bytes();
+        let [rp0, rp1] = self.remote_port.to_le_bytes();
+        state.write_u64(u64::from_le_bytes([
+            l[0], l[1], l[2], l[3], lp0, lp1, r[0], r[1],
+        ]));
+        state.write_u32(u32::from_le_bytes([r[2], r[3], rp0, rp1]));
+    }
 }
 
 /// TCP control bits (RFC 9293 section 3.1, RFC 3168).
