@@ -235,16 +235,8 @@ mod tests {
             (r.map(|w| w.is_ok()), after)
         });
         entered_rx.recv().unwrap();
-        let t3 = t.clone();
-        let remover = std::thread::spawn(move || t3.remove(id));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(
-            !remover.is_finished(),
-            "remove returned while a batch that saw the region was open"
-        );
-        go_tx.send(()).unwrap();
+        let gone = crate::table::remove_while_held(&t, id, || go_tx.send(()).unwrap()).unwrap();
         assert_eq!(core.join().unwrap(), (Some(true), Err(MemoryFault)));
-        let gone = remover.join().unwrap().unwrap();
         let mut b = [0u8; 2];
         gone.read(63, &mut b[..1]).unwrap();
         gone.read(4095, &mut b[1..]).unwrap();

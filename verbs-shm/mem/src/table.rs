@@ -280,6 +280,25 @@ impl Drop for RegionTable {
     }
 }
 
+/// Test kit: removes `id` on another thread while something holds it, checks that the
+/// removal waits, then calls `release` and returns what the removal handed back.
+#[cfg(test)]
+pub(crate) fn remove_while_held(
+    t: &Arc<RegionTable>,
+    id: RegionId,
+    release: impl FnOnce(),
+) -> Option<Arc<SharedMapping>> {
+    let t3 = t.clone();
+    let remover = std::thread::spawn(move || t3.remove(id));
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    assert!(
+        !remover.is_finished(),
+        "remove returned while the region was in use"
+    );
+    release();
+    remover.join().unwrap()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -322,16 +341,8 @@ mod tests {
             })
         });
         entered_rx.recv().unwrap();
-        let t3 = t.clone();
-        let remover = std::thread::spawn(move || t3.remove(id));
-        std::thread::sleep(std::time::Duration::from_millis(50));
-        assert!(
-            !remover.is_finished(),
-            "remove returned while a reader used the mapping"
-        );
-        go_tx.send(()).unwrap();
+        let m = remove_while_held(&t, id, || go_tx.send(()).unwrap()).unwrap();
         assert!(reader.join().unwrap().is_some());
-        let m = remover.join().unwrap().unwrap();
         let mut b = [0u8; 1];
         m.read(4095, &mut b).unwrap();
         assert_eq!(b, [1]);
