@@ -88,6 +88,7 @@ impl LoadgenClient {
         }
     }
 
+    /// The posting half of [`LoadgenClient::fill`] (no doorbell).
     fn post_window<M: Memory>(&mut self, now: Instant, engine: &mut Engine, mem: &mut M, i: usize) {
         if self.phase > Phase::Running || self.spec.op == Op::Connect {
             return;
