@@ -12,21 +12,12 @@
 //! copied once more from their own offset (overlapping the step before) instead of a
 //! byte loop. Below [`VECTOR_MIN_LEN`] bytes, or without AVX2, `copy_from_slice`.
 
+#[cfg(target_arch = "x86_64")]
+use crate::has_vector_copy;
+
 /// Shortest copy the vector loop takes; shorter ones go to `copy_from_slice` (glibc's
 /// vector moves, no `rep movsb` at these sizes).
 pub const VECTOR_MIN_LEN: usize = 256;
-
-/// True when this CPU has AVX2 (the vector loop). `std` caches the CPU's answer.
-pub fn has_vector_copy() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
-}
 
 /// Copies `n = min(dst.len(), src.len())` bytes of `src` into `dst` (like
 /// `dst[..n].copy_from_slice(&src[..n])`, without `rep movsb`).

@@ -46,7 +46,7 @@ mod wide;
 #[cfg(target_arch = "x86_64")]
 mod ymm;
 
-pub use copy::{copy, copy_from_raw, copy_to_raw, has_vector_copy, VECTOR_MIN_LEN};
+pub use copy::{copy, copy_from_raw, copy_to_raw, VECTOR_MIN_LEN};
 
 /// Shortest copy the wide path takes (four 64-byte blocks); shorter ones copy, then CRC.
 pub const WIDE_MIN_LEN: usize = 256;
@@ -63,6 +63,7 @@ const CPU_KNOWN: u8 = 1;
 const CPU_CRC32: u8 = 2;
 const CPU_WIDE: u8 = 4;
 const CPU_YMM: u8 = 8;
+const CPU_AVX2: u8 = 16;
 
 /// The CPU's paths in one load: every FPDU asks (five feature tests of `std` per
 /// question were a call of their own, 0.5 % of a core moving 64 KiB WRITEs).
@@ -81,15 +82,20 @@ fn detect() -> u8 {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::is_x86_feature_detected as has;
-        let clmul = has!("vpclmulqdq") && has!("pclmulqdq") && has!("sse4.2");
-        if has!("sse4.2") {
+        let sse42 = has!("sse4.2");
+        let clmul = sse42 && has!("vpclmulqdq") && has!("pclmulqdq");
+        let avx2 = has!("avx2");
+        if sse42 {
             c |= CPU_CRC32;
         }
         if clmul && has!("avx512f") && has!("avx512vl") {
             c |= CPU_WIDE;
         }
-        if clmul && has!("avx2") {
+        if clmul && avx2 {
             c |= CPU_YMM;
+        }
+        if avx2 {
+            c |= CPU_AVX2;
         }
     }
     // Idempotent: every thread computes the same value.
@@ -133,6 +139,12 @@ pub fn has_wide() -> bool {
 #[inline]
 pub fn has_ymm() -> bool {
     cpu() & CPU_YMM != 0
+}
+
+/// True when this CPU has AVX2 (the vector copy of [`copy`]). Detected once.
+#[inline]
+pub fn has_vector_copy() -> bool {
+    cpu() & CPU_AVX2 != 0
 }
 
 /// Copies `n = min(dst.len(), src.len())` bytes of `src` into `dst` and returns the

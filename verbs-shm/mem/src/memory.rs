@@ -18,8 +18,8 @@ pub struct ShmMemory {
     reader: usize,
     /// The section line this view owns, if it got one.
     section: Option<usize>,
-    /// Inside a batch (its section entered).
-    inside: bool,
+    /// While a batch is open: the section line it entered (this view's `section`).
+    batch: Option<usize>,
 }
 
 impl Clone for ShmMemory {
@@ -47,7 +47,7 @@ impl ShmMemory {
             table,
             reader,
             section,
-            inside: false,
+            batch: None,
         }
     }
 
@@ -55,11 +55,14 @@ impl ShmMemory {
     /// announced for this access alone.
     #[inline]
     fn with<R>(&self, region: RegionId, f: impl FnOnce(&SharedMapping) -> R) -> Option<R> {
-        match (self.inside, self.section) {
-            // SAFETY: `line` is this view's own (claimed in `new`, released in `drop`),
-            // and `inside` is true only between `enter_section` and `leave_section`.
-            (true, Some(line)) => unsafe { self.table.with_in_section(line, region, f) },
-            _ => self.table.with(self.reader, region, f),
+        match self.batch {
+            Some(line) => {
+                // SAFETY: `batch` holds this view's own line (claimed in `new`, released
+                // in `drop`) from `enter_section` in `begin_batch` until `leave_section`
+                // in `end_batch`: the section is open for this whole access.
+                unsafe { self.table.with_in_section(line, region, f) }
+            }
+            None => self.table.with(self.reader, region, f),
         }
     }
 
@@ -123,16 +126,15 @@ impl Memory for ShmMemory {
     }
 
     fn begin_batch(&mut self) {
-        if let (false, Some(line)) = (self.inside, self.section) {
+        if let (None, Some(line)) = (self.batch, self.section) {
             self.table.enter_section(line);
-            self.inside = true;
+            self.batch = Some(line);
         }
     }
 
     fn end_batch(&mut self) {
-        if let (true, Some(line)) = (self.inside, self.section) {
+        if let Some(line) = self.batch.take() {
             self.table.leave_section(line);
-            self.inside = false;
         }
     }
 }

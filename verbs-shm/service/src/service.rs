@@ -111,7 +111,7 @@ pub fn service_channel_with(
         conns: HashMap::with_capacity(cfg.max_conns.min(1024)),
         listeners: HashMap::new(),
         pending_sq: Vec::with_capacity(cfg.max_objects.min(1024)),
-        pending_rx: Vec::with_capacity(2 * cfg.max_objects.min(1024)),
+        pending_rx: Vec::with_capacity(cfg.max_objects.min(1024)),
         cq_pending: Vec::with_capacity(cfg.max_objects.min(1024)),
         slots: vec![0; burst * iwarp_shm_ring::SEND_SLOT_SIZE],
         counters: ServiceCounters::default(),

@@ -90,15 +90,17 @@ impl ShmService {
     }
 
     /// Keeps the pending lists' capacity above the number of rings and CQs, so that a
-    /// push on the fast path never allocates.
+    /// push on the fast path never allocates: a send queue per QP (`serve_pending` pushes
+    /// up to `rings_per_poll` of them again before it drops the served ones), a receive
+    /// ring per QP and per SRQ (drained to empty, never pushed again).
     pub(super) fn reserve_lists(&mut self) {
-        let rings = 2 * self.qps.len() + self.srqs.len() + 2;
-        let need = rings + self.cfg.rings_per_poll;
-        if self.pending_sq.capacity() < need {
-            self.pending_sq.reserve(need - self.pending_sq.len());
+        let need_sq = self.qps.len() + 1 + self.cfg.rings_per_poll;
+        if self.pending_sq.capacity() < need_sq {
+            self.pending_sq.reserve(need_sq - self.pending_sq.len());
         }
-        if self.pending_rx.capacity() < need {
-            self.pending_rx.reserve(need - self.pending_rx.len());
+        let need_rx = self.qps.len() + self.srqs.len() + 1;
+        if self.pending_rx.capacity() < need_rx {
+            self.pending_rx.reserve(need_rx - self.pending_rx.len());
         }
         let cqs = self.cqs.len() + 1;
         if self.cq_pending.capacity() < 2 * cqs {
