@@ -214,6 +214,9 @@ impl EngineCore {
                     match f.reason {
                         FailReason::Crc => self.counters.mpa_crc_errors += 1,
                         FailReason::FpduStalled => self.counters.mpa_fpdu_stalls += 1,
+                        FailReason::SegmentSize | FailReason::MarkerMismatch => {
+                            self.counters.mpa_framing_errors += 1
+                        }
                         _ => {}
                     }
                     match (conn.qp_ready, conn.qp, f.term) {

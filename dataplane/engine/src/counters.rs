@@ -129,6 +129,9 @@ pub struct Counters {
     pub conns_closed: u64,
     /// MPA CRC errors.
     pub mpa_crc_errors: u64,
+    /// FPDUs whose ULPDU_Length was out of bounds (verbs "segment size invalid") or
+    /// disagreed with a marker ("bad FPDU"): the CRC could not be checked.
+    pub mpa_framing_errors: u64,
     /// Streams declared lost because an FPDU stopped growing (`mpa.fpdu_stall_timeout_ms`).
     pub mpa_fpdu_stalls: u64,
     /// MPA handshakes that failed (bad request/reply, reject, timeout).

@@ -344,10 +344,13 @@ impl Rnic {
         let _ = self.with_qp(qp, None, |q, ctx| q.llp_event(ctx, ev));
     }
 
-    /// The engine (MPA, TCP) found an error on the stream: queue a Terminate with `code`.
+    /// The engine (MPA, TCP) found an error on the stream: queue a Terminate with `code`
+    /// and report an LLP integrity error carrying it (verbs figure 37: a segment size
+    /// invalid is 0x1000, a CRC error 0x2002, a bad FPDU 0x2003). Nothing happens if the
+    /// QP already entered Terminate (the first error wins).
     pub fn qp_terminate(&mut self, qp: QpId, code: TermCode) {
         let _ = self.with_qp(qp, None, |q, ctx| {
-            q.enter_terminate(ctx, code, None, TermCause::Local)
+            q.enter_terminate(ctx, code, None, TermCause::Llp)
         });
     }
 

@@ -153,6 +153,8 @@ counter_set! {
         tcp_timeouts,
         /// MPA CRC errors.
         mpa_crc_errors,
+        /// FPDUs whose length was out of bounds or disagreed with a marker.
+        mpa_framing_errors,
         /// Streams declared lost because an FPDU stopped growing.
         mpa_fpdu_stalls,
         /// MPA handshakes that failed.
@@ -251,6 +253,7 @@ impl PortCounters {
         c.tcp_half_open_evicted = e.tcp_half_open_evicted;
         c.tcp_timeouts = e.tcp_timeouts;
         c.mpa_crc_errors = e.mpa_crc_errors;
+        c.mpa_framing_errors = e.mpa_framing_errors;
         c.mpa_fpdu_stalls = e.mpa_fpdu_stalls;
         c.mpa_failures = e.mpa_failures;
         c.terminates_sent = e.terminates_sent;

@@ -42,10 +42,13 @@ pub const INTEGRITY_DROPS: [DropReason; 16] = [
     DropReason::TcpBadChecksum,
 ];
 
-/// Frames a host rejected as damaged (drops of [`INTEGRITY_DROPS`] + MPA CRC errors).
+/// Frames a host rejected as damaged (drops of [`INTEGRITY_DROPS`] + MPA CRC and framing
+/// errors).
 pub fn integrity_rejections(h: &mut Host) -> u64 {
     let c = h.counters();
-    INTEGRITY_DROPS.iter().map(|r| c.drops_of(*r)).sum::<u64>() + c.mpa_crc_errors
+    INTEGRITY_DROPS.iter().map(|r| c.drops_of(*r)).sum::<u64>()
+        + c.mpa_crc_errors
+        + c.mpa_framing_errors
 }
 
 /// What a run looked like (for the suite's summary).

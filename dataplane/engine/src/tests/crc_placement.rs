@@ -22,6 +22,8 @@ enum Flip {
     Payload(usize),
     /// The low octet of the tagged header's STag.
     Stag,
+    /// The high bit of ULPDU_Length (the length grows by 32,768).
+    LengthHighBit,
 }
 
 /// A filter that flips one byte of the first data frame it sees and fixes the TCP
@@ -35,11 +37,12 @@ fn corrupt_first(flip: Flip, src: Ipv4Addr, dst: Ipv4Addr) -> super::harness::Fi
         if armed {
             armed = false;
             // ULPDU_Length (2), then the tagged header: control (2), STag (4), TO (8).
-            let pos = match flip {
-                Flip::Payload(n) => at + 2 + 14 + n,
-                Flip::Stag => at + 2 + 2 + 3,
+            let (pos, mask) = match flip {
+                Flip::Payload(n) => (at + 2 + 14 + n, 0x55),
+                Flip::Stag => (at + 2 + 2 + 3, 0x55),
+                Flip::LengthHighBit => (at, 0x80),
             };
-            f[pos] ^= 0x55;
+            f[pos] ^= mask;
             let mut t = smoltcp::wire::TcpPacket::new_unchecked(&mut f[34..]);
             t.fill_checksum(&src.into(), &dst.into());
         }
@@ -233,5 +236,63 @@ fn a_send_that_fails_the_crc_flushes_its_receive_once() {
         );
         assert!(cb.iter().all(|c| c.status == WcStatus::Flushed), "{cb:?}");
         assert_crc_terminate(&mut p.b, &mut p.a);
+    }
+}
+
+/// A flipped high bit of ULPDU_Length puts the FPDU above the receive bound: its end, and
+/// so its CRC, cannot be found. B (either placement mode) answers "segment size invalid"
+/// (0x1000, verbs figure 24), counts a framing error, not a CRC error, and reports an LLP
+/// integrity error (verbs figure 37, event 5), not a remote operation error; nothing of
+/// the FPDU is placed and the Write never completes successfully.
+#[test]
+fn a_ulpdu_length_above_the_bound_is_a_segment_size_error() {
+    for place_before_crc in [false, true] {
+        let cfg = |last| {
+            let mut c = config(last);
+            c.mpa.place_before_crc = place_before_crc;
+            c.mpa.rx_ulpdu_max_bytes = 9216;
+            c
+        };
+        let mut p = Pair::with_configs(cfg(1), cfg(2));
+        establish(&mut p);
+        write(&mut p, 1, 0, 0, 500);
+        p.run(false);
+        p.a.fill(4096, &pattern(20_000, 2));
+        p.a_to_b = corrupt_first(Flip::LengthHighBit, A_IP, B_IP);
+        write(&mut p, 2, 4096, 65_536, 20_000);
+        let mut eb = Vec::new();
+        p.run_until(|p| {
+            eb.extend(p.b.take_events());
+            p.a.eng.conn_count() == 0 && p.b.eng.conn_count() == 0
+        });
+        eb.extend(p.b.take_events());
+        let ca = p.a.completions();
+        assert!(
+            ca.iter()
+                .all(|c| c.wr_id != 2 || c.status != WcStatus::Success),
+            "the corrupted Write completed: {ca:?}"
+        );
+        let code = TermCode::DDP_LOCAL_CATASTROPHIC;
+        let c = p.b.eng.counters().clone();
+        assert_eq!(
+            (c.mpa_framing_errors, c.mpa_crc_errors, c.terminates_sent),
+            (1, 0, 1)
+        );
+        assert!(
+            eb.iter().any(|e| matches!(e, Event::Async(a)
+                if a.kind == AsyncEventKind::LlpIntegrityError(code))),
+            "B reported no LLP integrity error: {eb:?}"
+        );
+        let ea = p.a.take_events();
+        assert!(
+            ea.iter().any(|e| matches!(e, Event::Async(a)
+                if a.kind == AsyncEventKind::TerminateReceived(code))),
+            "A got no segment size Terminate: {ea:?}"
+        );
+        let b = p.b.mem.arena(p.b.region);
+        assert!(
+            b[65_536..].iter().all(|&x| x == 0),
+            "placed {place_before_crc}"
+        );
     }
 }

@@ -89,7 +89,10 @@ impl Qp {
                 self.enter_error(ctx, None);
                 if undelivered && cause != Some(TermCause::Received) {
                     ctx.qp_event(id, AsyncEventKind::BadClose);
-                } else if matches!(cause, Some(TermCause::Received | TermCause::Local)) {
+                } else if matches!(
+                    cause,
+                    Some(TermCause::Received | TermCause::Local | TermCause::Llp)
+                ) {
                     // Verbs 6.2.3 forbids "Error State Entered" only when Terminate was
                     // entered by Modify QP or by an error reported in a completion; after
                     // a received Terminate or an inbound error it tells the consumer the

@@ -100,8 +100,11 @@ pub(crate) enum TermCause {
     Completion,
     /// The peer's Terminate was received.
     Received,
-    /// An error not reported through a CQE (inbound segment, LLP).
+    /// An error found in an inbound segment, not reported through a CQE.
     Local,
+    /// An error the LLP (MPA, TCP) found on the stream: reported as an LLP integrity
+    /// error (verbs figure 37, events 5-7) whatever the Terminate's code.
+    Llp,
 }
 
 /// A queue pair.

@@ -98,6 +98,8 @@ impl Qp {
         self.tx_cur = None;
         if cause == TermCause::Local {
             ctx.qp_event(self.id, event_for(code));
+        } else if cause == TermCause::Llp {
+            ctx.qp_event(self.id, AsyncEventKind::LlpIntegrityError(code));
         }
     }
 
