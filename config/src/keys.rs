@@ -138,7 +138,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("mpa.ord", "ORD an initiator offers (<= limits.max_ord)."),
     k("mpa.private_data_max", "Largest handshake private data, bytes (<= 512)."),
     k("mpa.handshake_timeout_ms", "Wait for the peer's Request or Reply, ms: from the SYN for a passive open, from the TCP connection for an active one (whose connect is bounded by tcp.syn_retries before that)."),
-    k("mpa.fpdu_stall_timeout_ms", "How long an FPDU whose first bytes arrived may go without another byte before the stream is declared lost (Terminate 0x0201: a corrupted length, or a peer whose retransmissions fail), ms; 0 = never. Default two of Linux's largest RTO intervals."),
+    k("mpa.fpdu_stall_timeout_ms", "How long an FPDU whose first bytes arrived may go without another byte before the stream is declared lost (Terminate 0x2001: a corrupted length, or a peer whose retransmissions fail), ms; 0 = never. Default two of Linux's largest RTO intervals."),
     k("mpa.tx_queue_len", "FPDUs queued or unacknowledged per connection."),
     k("mpa.tx_ulpdu_max_bytes", "Largest ULPDU we send (FPDUs follow the MSS)."),
     k("mpa.rx_ulpdu_max_bytes", "Largest inbound ULPDU (<= 65535); longer gets a Terminate. 9216 covers MTU 9000."),

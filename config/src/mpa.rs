@@ -71,7 +71,7 @@ pub struct MpaSection {
     /// How long to wait for the peer's Request or Reply, milliseconds.
     pub handshake_timeout_ms: u64,
     /// How long an FPDU begun may go without another octet before the stream is
-    /// declared lost (Terminate 0x0201), milliseconds; 0 = never.
+    /// declared lost (Terminate 0x2001), milliseconds; 0 = never.
     pub fpdu_stall_timeout_ms: u64,
     /// FPDUs queued or unacknowledged per connection.
     pub tx_queue_len: u32,

@@ -134,7 +134,9 @@ pub struct Counters {
     pub mpa_framing_errors: u64,
     /// Streams declared lost because an FPDU stopped growing (`mpa.fpdu_stall_timeout_ms`).
     pub mpa_fpdu_stalls: u64,
-    /// MPA handshakes that failed (bad request/reply, reject, timeout).
+    /// MPA failures: handshakes that failed (bad request/reply, reject, timeout) and
+    /// streams MPA gave up on in RDMA mode (CRC, framing, stall: each also counted by its
+    /// own counter above).
     pub mpa_failures: u64,
     /// Terminate messages sent.
     pub terminates_sent: u64,

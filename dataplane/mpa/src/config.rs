@@ -69,7 +69,7 @@ pub struct MpaConfig {
     /// A responder sends no FPDU before it received one (RFC 5044 section 7.1.2).
     pub responder_waits_for_first_fpdu: bool,
     /// How long an FPDU whose first octets arrived may go without another octet before
-    /// the stream is declared lost (Terminate `LLP_STREAM_LOST`, 0x0201); zero: never.
+    /// the stream is declared lost (Terminate `LLP_STREAM_LOST`, 0x2001); zero: never.
     ///
     /// A sender writes whole FPDUs, and our receive side consumes every octet at once (the
     /// window never closes on a partial FPDU), so a partial FPDU that stops growing means

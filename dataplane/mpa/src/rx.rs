@@ -22,7 +22,7 @@
 //!   verbs specification gives "segment size invalid ... larger than supported";
 //! - the sink refused a ULPDU → its code.
 //! - an FPDU begun that gets no octet for `MpaConfig::fpdu_stall_timeout` (checked by
-//!   the connection's timer, `MpaConn::handle_timeout`) → `LLP_STREAM_LOST` (0x0201).
+//!   the connection's timer, `MpaConn::handle_timeout`) → `LLP_STREAM_LOST` (0x2001).
 
 use iwarp_types::TermCode;
 use iwarp_wire::marker::{Marker, MarkerLayout, MARKER_LEN};

@@ -157,7 +157,7 @@ counter_set! {
         mpa_framing_errors,
         /// Streams declared lost because an FPDU stopped growing.
         mpa_fpdu_stalls,
-        /// MPA handshakes that failed.
+        /// MPA handshakes that failed, and streams MPA gave up on (CRC, framing, stall).
         mpa_failures,
         /// Terminate messages sent.
         terminates_sent,
