@@ -1,5 +1,6 @@
 //! TCP under impairment: heavy loss, reordering and duplication, a slow bottleneck with a
-//! small queue, corruption that only the MPA CRC can catch, and an MTU black hole.
+//! small queue, corruption that only MPA (its CRC, its length bounds) can catch, and an MTU
+//! black hole.
 
 use iwarp_engine::{EngineConfig, Event};
 use iwarp_mpa::CrcPolicy;
@@ -266,11 +267,7 @@ fn corrupted_write(seed: u64, engine: fn(usize, &mut EngineConfig)) -> (Pair, Ve
 #[test]
 fn corruption_past_the_tcp_checksum_is_caught_by_mpa() {
     let (seed, _g) = guard("corruption_past_the_tcp_checksum_is_caught_by_mpa");
-    let (p, data, _) = corrupted_write(seed, |_, c| {
-        c.checksum_offload = true;
-        c.mpa.crc = CrcPolicy::Request;
-        c.mpa.fpdu_stall_timeout = Duration::from_secs(5);
-    });
+    let (p, data, _) = corrupted_write(seed, only_mpa_checks);
     // Every byte placed is a byte sent: a prefix of whole verified FPDUs at most.
     let b = p.b;
     let got = p.bytes(b, 0, 200_000);
@@ -293,11 +290,18 @@ fn corruption_with_placement_before_the_crc_is_still_caught() {
     corrupted_write(seed, place_before_crc);
 }
 
-fn place_before_crc(_: usize, c: &mut EngineConfig) {
+/// Engines for [`corrupted_write`]: checksum offload (they neither fill nor verify the TCP
+/// checksum, so only MPA can catch the link's flips), CRC on, a 5 s stall timer.
+fn only_mpa_checks(_: usize, c: &mut EngineConfig) {
     c.checksum_offload = true;
     c.mpa.crc = CrcPolicy::Request;
-    c.mpa.place_before_crc = true;
     c.mpa.fpdu_stall_timeout = Duration::from_secs(5);
+}
+
+/// [`only_mpa_checks`], with payloads placed in the pass that checks the CRC.
+fn place_before_crc(i: usize, c: &mut EngineConfig) {
+    only_mpa_checks(i, c);
+    c.mpa.place_before_crc = true;
 }
 
 /// A seed whose first corruption flipped a high bit of an FPDU's ULPDU_Length (17,826,

@@ -57,9 +57,10 @@ impl ShmMemory {
     fn with<R>(&self, region: RegionId, f: impl FnOnce(&SharedMapping) -> R) -> Option<R> {
         match self.batch {
             Some(line) => {
-                // SAFETY: `batch` holds this view's own line (claimed in `new`, released
-                // in `drop`) from `enter_section` in `begin_batch` until `leave_section`
-                // in `end_batch`: the section is open for this whole access.
+                // `batch` holds this view's own line (claimed in `new`, released in
+                // `drop`) from `enter_section` in `begin_batch` until `leave_section` in
+                // `end_batch`, and nothing ends the batch during this call.
+                // SAFETY: `line` is this view's own section line and it is open (above).
                 unsafe { self.table.with_in_section(line, region, f) }
             }
             None => self.table.with(self.reader, region, f),

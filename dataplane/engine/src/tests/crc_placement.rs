@@ -3,7 +3,8 @@
 //! `iwarp_wire::mpa::RxCrc`): both are the same CRC error. The Terminate carries the LLP
 //! CRC code (never a DDP code from a corrupted header), the work request never completes
 //! successfully, memory outside the range the segment addressed is untouched, and by
-//! default no corrupted byte is placed at all.
+//! default no corrupted byte is placed at all. A corrupted ULPDU_Length above the receive
+//! bound is caught before any CRC can be: "segment size invalid", an LLP integrity error.
 
 use core::net::Ipv4Addr;
 
@@ -247,13 +248,9 @@ fn a_send_that_fails_the_crc_flushes_its_receive_once() {
 #[test]
 fn a_ulpdu_length_above_the_bound_is_a_segment_size_error() {
     for place_before_crc in [false, true] {
-        let cfg = |last| {
-            let mut c = config(last);
-            c.mpa.place_before_crc = place_before_crc;
-            c.mpa.rx_ulpdu_max_bytes = 9216;
-            c
-        };
-        let mut p = Pair::with_configs(cfg(1), cfg(2));
+        // The engines' default receive bound (`DEFAULT_MPA_RX_ULPDU_BYTES`, 9,216) is
+        // below the flipped length (32,768 more than the sent one).
+        let mut p = pair(place_before_crc);
         establish(&mut p);
         write(&mut p, 1, 0, 0, 500);
         p.run(false);

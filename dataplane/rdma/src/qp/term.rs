@@ -96,10 +96,10 @@ impl Qp {
         self.state = QpState::Terminate;
         // Outbound stops on a segment boundary: the message in progress is abandoned.
         self.tx_cur = None;
-        if cause == TermCause::Local {
-            ctx.qp_event(self.id, event_for(code));
-        } else if cause == TermCause::Llp {
-            ctx.qp_event(self.id, AsyncEventKind::LlpIntegrityError(code));
+        match cause {
+            TermCause::Local => ctx.qp_event(self.id, event_for(code)),
+            TermCause::Llp => ctx.qp_event(self.id, AsyncEventKind::LlpIntegrityError(code)),
+            TermCause::Modify | TermCause::Completion | TermCause::Received => {}
         }
     }
 
