@@ -309,7 +309,8 @@ impl Side {
             App::<VecMemory>::on_event(&mut self.svc, now, &mut self.eng, &mut self.mem, &ev);
         }
         let mut n = 0;
-        while let Some(len) = self.eng.poll_transmit(now, buf, &self.mem) {
+        let mut pass = self.eng.transmitter(now, &self.mem);
+        while let Some(len) = pass.next(buf) {
             if tx.len() <= n {
                 tx.push(Vec::with_capacity(buf.len()));
             }
@@ -317,6 +318,7 @@ impl Side {
             tx[n].extend_from_slice(&buf[..len]);
             n += 1;
         }
+        drop(pass);
         while let Some(notice) = self.h.poll_notice() {
             self.notices.push(notice);
         }

@@ -78,3 +78,4 @@ pub use conn_table::ListenError;
 pub use counters::{Counters, DropReason};
 pub use engine::Engine;
 pub use event::{ConnectFailure, Event, PrivateData, PRIVATE_DATA_MAX};
+pub use transmit::{Transmitter, TX_TURN_SEGS_MAX};

@@ -1,6 +1,13 @@
-//! The output side of the engine: control frames first, then one segment of the next
-//! connection on the ready list (round-robin among ready connections), the one place
-//! frames leave (and RSTs are counted), and the removal of closed connections.
+//! The output side of the engine: control frames first, then segments of the connections
+//! on the ready list (round-robin among ready connections, a turn of at most
+//! [`TX_TURN_SEGS_MAX`] segments each), the one place frames leave (and RSTs are counted),
+//! and the removal of closed connections.
+//!
+//! A [`Transmitter`] is one transmit pass: it borrows the engine, so no input, timer or
+//! verb can run between two of its frames, and the connection whose turn it is keeps it
+//! without being looked up, serviced and re-armed again for every segment (that work is
+//! done when the turn starts and when it ends). `Engine::poll_transmit` is a pass of one
+//! frame.
 
 use iwarp_tcp::TcpState;
 use iwarp_types::{ConnId, Instant, Memory};
@@ -12,20 +19,64 @@ use crate::engine::Engine;
 use crate::glue::{QpSource, TcpTx};
 use crate::iface::{is_tcp_rst, L4_OFFSET};
 
+/// Segments a connection sends in one turn, at most, before the next ready connection's
+/// turn: enough to carry a 64 KiB message at MTU 9000 or a quarter of one at MTU 1500 in
+/// one turn, few enough that 16 ready connections interleave within 256 frames.
+pub const TX_TURN_SEGS_MAX: u32 = 16;
+
+/// The connection whose turn it is.
+#[derive(Clone, Copy)]
+struct Turn {
+    id: ConnId,
+    /// Segments it may still send in this turn.
+    left: u32,
+}
+
+/// One transmit pass over the engine ([`Engine::transmitter`]): call
+/// [`Transmitter::next`] for each frame buffer until it returns `None` or the caller has
+/// no more buffers, then drop it. Dropping it ends the open turn (the connection's timers
+/// are re-armed and it goes back on the ready list).
+pub struct Transmitter<'e> {
+    eng: &'e mut Engine,
+    mem: &'e dyn Memory,
+    now: Instant,
+    turn: Option<Turn>,
+}
+
 impl Engine {
     /// Writes one whole Ethernet frame (ARP, ICMP, or a TCP segment of a connection with
     /// something to send, round-robin) into `buf` and returns its length; `None` when
     /// nothing is due. Never allocates and never walks idle connections: only those on the
     /// ready list (marked by input, timers, verbs and CM calls) are visited. `buf` should
-    /// hold `mtu + 14` bytes.
+    /// hold `mtu + 14` bytes. To write several frames, a [`Transmitter`] does less work
+    /// per frame.
     pub fn poll_transmit(
         &mut self,
         now: Instant,
         buf: &mut [u8],
         mem: &impl Memory,
     ) -> Option<usize> {
-        let n = self.poll_transmit_inner(now, buf, mem)?;
-        let c = &mut self.core.counters;
+        self.transmitter(now, mem).next(buf)
+    }
+
+    /// A transmit pass at `now`: frames in the order of as many `poll_transmit` calls,
+    /// except that a connection keeps its turn for up to [`TX_TURN_SEGS_MAX`] segments.
+    pub fn transmitter<'e>(&'e mut self, now: Instant, mem: &'e impl Memory) -> Transmitter<'e> {
+        Transmitter {
+            eng: self,
+            mem,
+            now,
+            turn: None,
+        }
+    }
+}
+
+impl Transmitter<'_> {
+    /// The next frame, written into `buf` (as [`Engine::poll_transmit`]); `None` when
+    /// nothing is due now.
+    pub fn next(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let n = self.next_inner(buf)?;
+        let c = &mut self.eng.core.counters;
         c.frames_out += 1;
         c.bytes_out += n as u64;
         if buf.get(..n).is_some_and(is_tcp_rst) {
@@ -34,56 +85,106 @@ impl Engine {
         Some(n)
     }
 
-    fn poll_transmit_inner(
-        &mut self,
-        now: Instant,
-        buf: &mut [u8],
-        mem: &dyn Memory,
-    ) -> Option<usize> {
-        let frame_max = self.core.iface.frame_len_max().min(buf.len());
-        self.core.wake_pool_waiters(&mut self.conns);
+    fn next_inner(&mut self, buf: &mut [u8]) -> Option<usize> {
+        let (now, mem) = (self.now, self.mem);
+        let eng = &mut *self.eng;
+        let frame_max = eng.core.iface.frame_len_max().min(buf.len());
+        eng.core.wake_pool_waiters(&mut eng.conns);
+        // Control frames first.
+        if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
+            return Some(n);
+        }
+        if frame_max <= L4_OFFSET {
+            return None;
+        }
+        if let Some(turn) = self.turn.as_mut() {
+            if turn.left > 0 {
+                if let Some(n) = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, false)
+                {
+                    turn.left -= 1;
+                    return Some(n);
+                }
+                // Nothing more now: the turn ends without a place on the ready list.
+                let id = turn.id;
+                self.turn = None;
+                eng.end_turn(id, false);
+            } else {
+                // Its turn is over; it may have more: back of the line.
+                let id = turn.id;
+                self.turn = None;
+                eng.end_turn(id, true);
+            }
+        }
         // Every connection ready at the start is visited at most once per call.
-        let mut budget = self.core.ready.len();
+        let mut budget = eng.core.ready.len();
         loop {
-            // Control frames first; a connection may have just queued an ARP request.
-            if let Some(n) = self.core.iface.poll_transmit(buf, &mut self.core.counters) {
+            // A connection may have just queued an ARP request.
+            if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
                 return Some(n);
             }
             if budget == 0 {
                 // Rings came back meanwhile (a connection retired): its waiters go now.
-                budget = self.core.wake_pool_waiters(&mut self.conns);
+                budget = eng.core.wake_pool_waiters(&mut eng.conns);
             }
-            if budget == 0 || frame_max <= L4_OFFSET {
+            if budget == 0 {
                 return None;
             }
             budget -= 1;
-            let slot = self.core.ready.pop()?;
-            let Some(id) = self.conns.id_at_slot(slot) else {
+            let slot = eng.core.ready.pop()?;
+            let Some(id) = eng.conns.id_at_slot(slot) else {
                 continue;
             };
-            self.core.counters.conn_visits += 1;
-            if let Some(n) = self.transmit_conn(now, id, &mut buf[..frame_max], mem) {
-                // It may have more: back of the line.
-                self.core.ready.push(slot);
+            eng.core.counters.conn_visits += 1;
+            if let Some(n) = eng.transmit_conn(now, id, &mut buf[..frame_max], mem, true) {
+                self.turn = Some(Turn {
+                    id,
+                    left: TX_TURN_SEGS_MAX - 1,
+                });
                 return Some(n);
             }
+            eng.end_turn(id, false);
         }
     }
 
+    /// Ends the open turn of a connection that sent its last segment in it: it may have
+    /// more, so it goes to the back of the ready list.
+    fn end_turn(&mut self) {
+        if let Some(turn) = self.turn.take() {
+            self.eng.end_turn(turn.id, true);
+        }
+    }
+}
+
+impl Drop for Transmitter<'_> {
+    fn drop(&mut self) {
+        self.end_turn();
+    }
+}
+
+impl Engine {
     /// One segment of connection `id`, or `None` (it has nothing to send now; it may have
-    /// been removed).
+    /// been removed). `starts_turn`: the connection's state is brought up to date first
+    /// (acknowledged FPDUs released, TCP and MPA events, the QP's LLP requests); later
+    /// segments of a turn skip that (no input ran since) unless the connection has
+    /// nothing left, when it is done once before the answer is `None`, as at the start of
+    /// a turn.
     fn transmit_conn(
         &mut self,
         now: Instant,
         id: ConnId,
         buf: &mut [u8],
         mem: &dyn Memory,
+        starts_turn: bool,
     ) -> Option<usize> {
         let conn = self.conns.get_mut(id)?;
         let core = &mut self.core;
-        core.service(now, id, conn);
-        core.pump(now, id, conn, mem);
-        let out = loop {
+        let mut serviced = false;
+        if starts_turn {
+            core.service(now, id, conn);
+            serviced = true;
+        }
+        loop {
+            core.pump(now, id, conn, mem);
             let hop = conn.next_hop;
             let mac = core
                 .iface
@@ -91,7 +192,7 @@ impl Engine {
             if mac.is_none() && !core.iface.arp.can_hold(hop) {
                 // Woken when the resolution ends (or by its own timers and input).
                 core.arp_wait.push(slot_of(id));
-                break None;
+                return None;
             }
             let mut src = QpSource {
                 rnic: &mut core.rnic,
@@ -104,7 +205,14 @@ impl Engine {
             };
             let rexmits = conn.tcp.counters().retransmits;
             let Some(n) = conn.tcp.poll_transmit(now, &mut tx, &mut buf[L4_OFFSET..]) else {
-                break None;
+                if serviced {
+                    return None;
+                }
+                // What sending changed (TCP and MPA events, a close the QP asked for
+                // once it ran dry) is taken in before the connection says it is done.
+                core.service(now, id, conn);
+                serviced = true;
+                continue;
             };
             core.counters.tcp_retransmissions += conn.tcp.counters().retransmits - rexmits;
             let remote = conn.remote_ip();
@@ -113,7 +221,7 @@ impl Engine {
                 Some(mac) => {
                     core.iface
                         .emit_headers(buf, mac, remote, IpProtocol::Tcp, n);
-                    break Some(L4_OFFSET + n);
+                    return Some(L4_OFFSET + n);
                 }
                 None => {
                     core.iface
@@ -123,13 +231,22 @@ impl Engine {
                     }
                 }
             }
+        }
+    }
+
+    /// Ends connection `id`'s turn: sending armed and moved its TCP timers; one that may
+    /// have more goes to the back of the ready list, one that is done and Closed is
+    /// removed.
+    fn end_turn(&mut self, id: ConnId, may_have_more: bool) {
+        let Some(conn) = self.conns.get(id) else {
+            return;
         };
-        // Sending arms and moves TCP timers.
-        core.rearm(id, conn);
-        if out.is_none() && conn.tcp.state() == TcpState::Closed {
+        self.core.rearm(id, conn);
+        if may_have_more {
+            self.core.ready.push(slot_of(id));
+        } else if conn.tcp.state() == TcpState::Closed {
             self.remove(id);
         }
-        out
     }
 
     /// Removes a connection whose TCP is Closed, reporting what the caller is owed.

@@ -127,9 +127,11 @@ impl<M: Memory> Core<M> {
         let (mem, capture, lc) = (&self.mem, &self.capture, &mut self.loop_counters);
         let mut sent = 0;
         let mut refused = false;
+        // One transmit pass: a connection keeps its turn for several segments.
+        let mut pass = engine.transmitter(now, mem);
         while sent < self.cfg.tx_frames_max {
             let outcome = io.tx_frame(&mut |buf: &mut [u8]| {
-                let n = engine.poll_transmit(now, buf, mem).unwrap_or(0);
+                let n = pass.next(buf).unwrap_or(0);
                 if n > 0 {
                     record(capture, lc, index, CaptureDir::Tx, now, &buf[..n]);
                 }
@@ -149,6 +151,7 @@ impl<M: Memory> Core<M> {
                 }
             }
         }
+        drop(pass);
         if sent > 0 || refused || counters.c.tx_pending > 0 {
             counters.c.tx_pending = io.tx_flush() as u64;
         }

@@ -272,6 +272,27 @@ impl Node for Host {
         self.engine.poll_transmit(now, buf, &self.mem)
     }
 
+    fn transmit_burst(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        max: usize,
+        out: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        // One transmit pass, as the daemon's lcore loop sends: connections keep their
+        // turn for several segments.
+        let mut pass = self.engine.transmitter(now, &self.mem);
+        let mut n = 0;
+        while n < max {
+            let Some(len) = pass.next(buf) else {
+                break;
+            };
+            out(&buf[..len.min(buf.len())]);
+            n += 1;
+        }
+        n
+    }
+
     fn poll_event(&mut self) -> Option<Event> {
         self.engine.poll_event()
     }

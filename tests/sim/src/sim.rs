@@ -35,6 +35,26 @@ pub trait Node {
     fn handle_timeout(&mut self, now: Instant);
     /// One outbound frame written into `buf`, if any.
     fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize>;
+    /// Every frame due now (at most `max`), in order, each written into `buf` and handed
+    /// to `out`; returns how many. A node with a cheaper way to send several frames than
+    /// `poll_transmit` calls (an engine's transmit pass) overrides it.
+    fn transmit_burst(
+        &mut self,
+        now: Instant,
+        buf: &mut [u8],
+        max: usize,
+        out: &mut dyn FnMut(&[u8]),
+    ) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(len) = self.poll_transmit(now, buf) else {
+                break;
+            };
+            out(&buf[..len.min(buf.len())]);
+            n += 1;
+        }
+        n
+    }
     /// Next event.
     fn poll_event(&mut self) -> Option<Self::Event>;
     /// Next deadline.
@@ -335,26 +355,29 @@ impl<N: Node> Sim<N> {
 
     fn flush_node(&mut self, i: usize) {
         let now = self.now;
-        let mut burst = 0;
-        while let Some(len) = self.nodes[i].poll_transmit(now, &mut self.tx_buf) {
-            burst += 1;
-            assert!(
-                burst <= TX_BURST_MAX,
-                "node {i} transmits without end at t={} (seed 0x{:016x})",
-                now.0,
-                self.seed()
-            );
-            let len = len.min(self.tx_buf.len());
-            let lost_before = self.links[i].counters().lost;
-            self.links[i].send(now, &self.tx_buf[..len], &mut self.rng);
-            if self.trace && self.links[i].counters().lost != lost_before {
-                eprintln!(
-                    "{:>14} {i} ->: {} LOST",
-                    now.0,
-                    crate::trace::describe_frame(&self.tx_buf[..len])
-                );
-            }
-        }
+        let seed = self.seed();
+        let (link, rng, trace) = (&mut self.links[i], &mut self.rng, self.trace);
+        let sent = self.nodes[i].transmit_burst(
+            now,
+            &mut self.tx_buf,
+            TX_BURST_MAX + 1,
+            &mut |frame: &[u8]| {
+                let lost_before = link.counters().lost;
+                link.send(now, frame, rng);
+                if trace && link.counters().lost != lost_before {
+                    eprintln!(
+                        "{:>14} {i} ->: {} LOST",
+                        now.0,
+                        crate::trace::describe_frame(frame)
+                    );
+                }
+            },
+        );
+        assert!(
+            sent <= TX_BURST_MAX,
+            "node {i} transmits without end at t={} (seed 0x{seed:016x})",
+            now.0,
+        );
         while let Some(ev) = self.nodes[i].poll_event() {
             if self.events[i].len() >= EVENTS_MAX {
                 self.events[i].pop_front();

@@ -62,13 +62,15 @@ impl Shuttle {
         rx: (&mut Engine, &mut VecMemory),
     ) -> (usize, u64) {
         let mut n = 0;
+        let mut pass = tx.0.transmitter(now, tx.1);
         while n < self.frames.len() {
-            let Some(len) = tx.0.poll_transmit(now, &mut self.frames[n], tx.1) else {
+            let Some(len) = pass.next(&mut self.frames[n]) else {
                 break;
             };
             self.lens[n] = len;
             n += 1;
         }
+        drop(pass);
         let mut bytes = 0u64;
         for (frame, &len) in self.frames.iter().zip(&self.lens).take(n) {
             rx.0.handle_frame(now, &frame[..len], rx.1);

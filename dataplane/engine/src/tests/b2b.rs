@@ -3,7 +3,9 @@
 
 use core::net::Ipv4Addr;
 
-use iwarp_types::{QpState, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus};
+use iwarp_types::{
+    QpId, QpState, RecvWr, SendFlags, SendOp, SendWr, SgList, Sge, WcOpcode, WcStatus,
+};
 
 use super::harness::{Node, Pair};
 use crate::{AcceptParams, ConnectFailure, ConnectParams, Event, PrivateData};
@@ -431,9 +433,9 @@ pub(super) fn extra_qp(n: &mut Node) -> iwarp_types::QpId {
     n.eng.rnic_mut().create_qp(&info.attr).unwrap().0
 }
 
-#[test]
-fn two_connections_are_demultiplexed() {
-    let mut p = Pair::new();
+/// Two connections from A to B's listener: A's QPs `qa[i]` to B's `qb[i]` (A's default
+/// QP is `qa[0]`, B's `qb[0]`), both established.
+pub(super) fn establish_two(p: &mut Pair) -> ([QpId; 2], [QpId; 2]) {
     p.b.eng.listen(PORT, 4).unwrap();
     let qa = [p.a.qp, extra_qp(&mut p.a)];
     let qb = [p.b.qp, extra_qp(&mut p.b)];
@@ -464,6 +466,13 @@ fn two_connections_are_demultiplexed() {
     assert_eq!(p.a.take_events().len(), 2);
     assert_eq!(p.b.take_events().len(), 2);
     assert_eq!(p.a.eng.conn_count(), 2);
+    (qa, qb)
+}
+
+#[test]
+fn two_connections_are_demultiplexed() {
+    let mut p = Pair::new();
+    let (qa, _) = establish_two(&mut p);
     // Interleaved Writes on both, to different places.
     for (i, q) in qa.iter().enumerate() {
         let data = pattern(5000, i as u8);

@@ -85,15 +85,18 @@ impl Node {
         }
     }
 
-    /// Drains transmit (into `frames_out`) and events.
+    /// Drains transmit (into `frames_out`, in one transmit pass, as the daemon sends)
+    /// and events.
     pub fn drain(&mut self, now: Instant) {
         let mut buf = [0u8; 1514];
         let mut guard = 0;
-        while let Some(n) = self.eng.poll_transmit(now, &mut buf, &self.mem) {
+        let mut pass = self.eng.transmitter(now, &self.mem);
+        while let Some(n) = pass.next(&mut buf) {
             self.frames_out.push(buf[..n].to_vec());
             guard += 1;
-            assert!(guard < 100_000, "poll_transmit never returns None");
+            assert!(guard < 100_000, "the transmit pass never ends");
         }
+        drop(pass);
         while let Some(ev) = self.eng.poll_event() {
             self.events.push(ev);
         }

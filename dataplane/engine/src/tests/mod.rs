@@ -13,3 +13,4 @@ mod reject_fin;
 mod responder;
 mod scale;
 mod single;
+mod transmit_pass;
