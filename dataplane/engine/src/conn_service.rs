@@ -365,6 +365,12 @@ impl EngineCore {
         woken
     }
 
+    /// Whether some connection waits for an FPDU ring: on the wait list, or woken with
+    /// a ring set aside for it that it has not taken yet.
+    pub(crate) fn rings_awaited(&self) -> bool {
+        !self.pool_wait.is_empty() || self.rings_promised > 0
+    }
+
     /// Gives up a ring set aside for `conn` that it did not take.
     fn drop_ring_promise(&mut self, conn: &mut Conn) {
         if conn.ring_promised {

@@ -20,8 +20,9 @@ use crate::glue::{QpSource, TcpTx};
 use crate::iface::{is_tcp_rst, L4_OFFSET};
 
 /// Segments a connection sends in one turn, at most, before the next ready connection's
-/// turn: enough to carry a 64 KiB message at MTU 9000 or a quarter of one at MTU 1500 in
-/// one turn, few enough that 16 ready connections interleave within 256 frames.
+/// turn: enough to carry a 64 KiB message at MTU 9000 or a third of one at MTU 1500 in
+/// one turn, few enough that 16 ready connections interleave within 256 frames. While
+/// connections wait for an FPDU ring of the MPA pool, a turn is one segment.
 pub const TX_TURN_SEGS_MAX: u32 = 16;
 
 /// The connection whose turn it is.
@@ -89,6 +90,17 @@ impl Transmitter<'_> {
         let (now, mem) = (self.now, self.mem);
         let eng = &mut *self.eng;
         let frame_max = eng.core.iface.frame_len_max().min(buf.len());
+        // A turn that is over ends first: its connection goes back on the ready list
+        // before the waiters woken just below, as it would have after its last segment.
+        // While connections wait for an FPDU ring (on the wait list, or on the ready list
+        // with a ring promised), a turn is one segment: a promised ring is used only once
+        // its connection's turn comes, and long turns would keep it idle meanwhile.
+        if let Some(turn) = self.turn {
+            if turn.left == 0 || eng.core.rings_awaited() {
+                self.turn = None;
+                eng.end_turn(turn.id, true);
+            }
+        }
         eng.core.wake_pool_waiters(&mut eng.conns);
         // Control frames first.
         if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
@@ -98,22 +110,14 @@ impl Transmitter<'_> {
             return None;
         }
         if let Some(turn) = self.turn.as_mut() {
-            if turn.left > 0 {
-                if let Some(n) = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, false)
-                {
-                    turn.left -= 1;
-                    return Some(n);
-                }
-                // Nothing more now: the turn ends without a place on the ready list.
-                let id = turn.id;
-                self.turn = None;
-                eng.end_turn(id, false);
-            } else {
-                // Its turn is over; it may have more: back of the line.
-                let id = turn.id;
-                self.turn = None;
-                eng.end_turn(id, true);
+            if let Some(n) = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, false) {
+                turn.left -= 1;
+                return Some(n);
             }
+            // Nothing more now: the turn ends without a place on the ready list.
+            let id = turn.id;
+            self.turn = None;
+            eng.end_turn(id, false);
         }
         // Every connection ready at the start is visited at most once per call.
         let mut budget = eng.core.ready.len();

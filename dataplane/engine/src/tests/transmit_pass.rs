@@ -125,3 +125,42 @@ fn a_pass_that_ends_inside_a_turn_leaves_the_connection_ready_and_timed() {
     );
     deliver_and_check(&mut p, &frames, 1);
 }
+
+#[test]
+fn while_a_connection_waits_for_an_fpdu_ring_turns_are_one_segment() {
+    // One ring for two connections: the second waits for it while the first sends.
+    let mut a = wide(1);
+    a.mpa_pool_rings = 1;
+    let mut p = Pair::with_configs(a, wide(2));
+    let (qa, _) = establish_two(&mut p);
+    for (i, qp) in qa.iter().enumerate() {
+        post_write(&mut p, *qp, i);
+    }
+    let visits = p.a.eng.counters().conn_visits;
+    let mut buf = [0u8; 1514];
+    let mut frames = Vec::new();
+    let mut pass = p.a.eng.transmitter(p.now, &p.a.mem);
+    while let Some(n) = pass.next(&mut buf) {
+        frames.push(buf[..n].to_vec());
+        assert!(frames.len() < 1_000, "the pass never ends");
+    }
+    drop(pass);
+    assert!(frames.len() > LEN / 1460, "the ring holder's Write went");
+    assert!(
+        frames
+            .windows(2)
+            .all(|w| src_port(&w[0]) == src_port(&w[1])),
+        "only the ring holder sends"
+    );
+    // The holder's first turn is whole (nobody waited yet); once the other connection
+    // waits, every segment is a turn of its own (a long turn would keep the waiter's
+    // ring idle once it is promised): one visit each, against one per 16 otherwise.
+    let visits = p.a.eng.counters().conn_visits - visits;
+    let later = (frames.len() - TX_TURN_SEGS_MAX as usize) as u64;
+    assert!(
+        visits >= later,
+        "{visits} visits for {} frames",
+        frames.len()
+    );
+    deliver_and_check(&mut p, &frames, 2);
+}
