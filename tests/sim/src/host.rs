@@ -282,15 +282,7 @@ impl Node for Host {
         // One transmit pass, as the daemon's lcore loop sends: connections keep their
         // turn for several segments.
         let mut pass = self.engine.transmitter(now, &self.mem);
-        let mut n = 0;
-        while n < max {
-            let Some(len) = pass.next(buf) else {
-                break;
-            };
-            out(&buf[..len.min(buf.len())]);
-            n += 1;
-        }
-        n
+        crate::sim::send_frames(buf, max, out, |buf| pass.next(buf))
     }
 
     fn poll_event(&mut self) -> Option<Event> {

@@ -45,15 +45,7 @@ pub trait Node {
         max: usize,
         out: &mut dyn FnMut(&[u8]),
     ) -> usize {
-        let mut n = 0;
-        while n < max {
-            let Some(len) = self.poll_transmit(now, buf) else {
-                break;
-            };
-            out(&buf[..len.min(buf.len())]);
-            n += 1;
-        }
-        n
+        send_frames(buf, max, out, |buf| self.poll_transmit(now, buf))
     }
     /// Next event.
     fn poll_event(&mut self) -> Option<Self::Event>;
@@ -61,6 +53,25 @@ pub trait Node {
     fn poll_timeout(&self) -> Option<Instant>;
     /// Called after the events were drained (collect completions, etc.).
     fn housekeeping(&mut self, _now: Instant) {}
+}
+
+/// Writes frames with `next` into `buf` (at most `max`, until it returns `None`) and
+/// hands each to `out`; returns how many.
+pub fn send_frames(
+    buf: &mut [u8],
+    max: usize,
+    out: &mut dyn FnMut(&[u8]),
+    mut next: impl FnMut(&mut [u8]) -> Option<usize>,
+) -> usize {
+    let mut n = 0;
+    while n < max {
+        let Some(len) = next(buf) else {
+            break;
+        };
+        out(&buf[..len.min(buf.len())]);
+        n += 1;
+    }
+    n
 }
 
 /// Where the frames of a link go.

@@ -59,13 +59,16 @@ fn deliver_and_check(p: &mut Pair, frames: &[Vec<u8>], n: usize) {
     }
 }
 
-#[test]
-fn ready_connections_take_turns_of_at_most_the_turn_length() {
-    let mut p = Pair::with_configs(wide(1), wide(2));
-    let (qa, _) = establish_two(&mut p);
+/// Two connections with a Write posted on each.
+fn two_writes(p: &mut Pair) {
+    let (qa, _) = establish_two(p);
     for (i, qp) in qa.iter().enumerate() {
-        post_write(&mut p, *qp, i);
+        post_write(p, *qp, i);
     }
+}
+
+/// The frames of A's next transmit pass.
+fn one_pass(p: &mut Pair) -> Vec<Vec<u8>> {
     let mut buf = [0u8; 1514];
     let mut frames = Vec::new();
     let mut pass = p.a.eng.transmitter(p.now, &p.a.mem);
@@ -73,7 +76,14 @@ fn ready_connections_take_turns_of_at_most_the_turn_length() {
         frames.push(buf[..n].to_vec());
         assert!(frames.len() < 1_000, "the pass never ends");
     }
-    drop(pass);
+    frames
+}
+
+#[test]
+fn ready_connections_take_turns_of_at_most_the_turn_length() {
+    let mut p = Pair::with_configs(wide(1), wide(2));
+    two_writes(&mut p);
+    let frames = one_pass(&mut p);
     // Runs of consecutive segments of one connection: its turns.
     let mut turns: Vec<(u16, usize)> = Vec::new();
     for f in &frames {
@@ -132,19 +142,9 @@ fn while_a_connection_waits_for_an_fpdu_ring_turns_are_one_segment() {
     let mut a = wide(1);
     a.mpa_pool_rings = 1;
     let mut p = Pair::with_configs(a, wide(2));
-    let (qa, _) = establish_two(&mut p);
-    for (i, qp) in qa.iter().enumerate() {
-        post_write(&mut p, *qp, i);
-    }
+    two_writes(&mut p);
     let visits = p.a.eng.counters().conn_visits;
-    let mut buf = [0u8; 1514];
-    let mut frames = Vec::new();
-    let mut pass = p.a.eng.transmitter(p.now, &p.a.mem);
-    while let Some(n) = pass.next(&mut buf) {
-        frames.push(buf[..n].to_vec());
-        assert!(frames.len() < 1_000, "the pass never ends");
-    }
-    drop(pass);
+    let frames = one_pass(&mut p);
     assert!(frames.len() > LEN / 1460, "the ring holder's Write went");
     assert!(
         frames
