@@ -164,19 +164,21 @@ impl Node {
         })
     }
 
-    /// Drains `poll_transmit` (bounded) then `poll_event`. Every frame fits the buffer and
-    /// is a whole Ethernet frame.
+    /// Drains one transmit pass (bounded; connections keep their turns, as in the daemon)
+    /// then `poll_event`. Every frame fits the buffer and is a whole Ethernet frame.
     pub(super) fn drain(&mut self, now: Instant) {
         let mut buf = [0u8; FRAME_MAX];
+        let mut pass = self.eng.transmitter(now, &self.mem);
         for k in 0.. {
-            let Some(n) = self.eng.poll_transmit(now, &mut buf, &self.mem) else {
+            let Some(n) = pass.next(&mut buf) else {
                 break;
             };
-            assert!(k < 10_000, "poll_transmit never returns None");
+            assert!(k < 10_000, "the transmit pass never ends");
             assert!((14..=FRAME_MAX).contains(&n), "frame of {n} bytes");
             assert!(EthernetFrame::new_checked(&buf[..n]).is_ok());
             self.out.push(buf[..n].to_vec());
         }
+        drop(pass);
         for k in 0.. {
             let Some(e) = self.eng.poll_event() else {
                 break;
