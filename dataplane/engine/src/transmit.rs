@@ -6,7 +6,8 @@
 //! A [`Transmitter`] is one transmit pass: it borrows the engine, so no input, timer or
 //! verb can run between two of its frames, and the connection whose turn it is keeps it
 //! without being looked up, serviced and re-armed again for every segment (that work is
-//! done when the turn starts and when it ends). `Engine::poll_transmit` is a pass of one
+//! done when the turn starts and when it ends), and without its QP pumped into MPA while
+//! MPA holds a segment's worth TCP has not sent. `Engine::poll_transmit` is a pass of one
 //! frame.
 
 use iwarp_tcp::TcpState;
@@ -188,7 +189,13 @@ impl Engine {
             serviced = true;
         }
         loop {
-            core.pump(now, id, conn, mem);
+            // Inside a turn the QP is pumped only when MPA holds less than a segment
+            // that TCP has not sent yet (the pump keeps about a window queued).
+            let sent = conn.tx_sent_max.max(conn.tcp.acked_offset());
+            let unsent = conn.mpa.queued_end_offset().saturating_sub(sent);
+            if serviced || unsent < conn.tcp.eff_mss() as u64 {
+                core.pump(now, id, conn, mem);
+            }
             let hop = conn.next_hop;
             let mac = core
                 .iface
