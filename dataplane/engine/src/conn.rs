@@ -202,6 +202,13 @@ impl Conn {
         }
     }
 
+    /// Bytes of FPDUs queued in MPA that TCP has not sent yet. FPDUs a responder's MPA
+    /// still holds back (RFC 5044 7.1.2) count as unsent.
+    pub fn tx_unsent_bytes(&self) -> u64 {
+        let sent = self.tx_sent_max.max(self.tcp.acked_offset());
+        self.mpa.queued_end_offset().saturating_sub(sent)
+    }
+
     /// The earliest deadline of the connection: TCP's timers, MPA's handshake deadline,
     /// the engine's close deadline and the next nudge check.
     pub fn deadline(&self) -> Option<Instant> {

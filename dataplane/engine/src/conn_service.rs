@@ -447,10 +447,9 @@ impl EngineCore {
                 return false;
             }
             // Keep about one window of FPDUs queued ahead of TCP: enough to fill it,
-            // not so much that completions lag. FPDUs a responder's MPA still holds back
-            // (RFC 5044 7.1.2) count as unsent: the queue stays about one window long.
-            let sent = conn.tx_sent_max.max(conn.tcp.acked_offset());
-            let unsent = conn.mpa.queued_end_offset().saturating_sub(sent);
+            // not so much that completions lag (held-back FPDUs count as unsent: the
+            // queue stays about one window long).
+            let unsent = conn.tx_unsent_bytes();
             let target = conn.tcp.send_window_room().max(max) as u64;
             if unsent >= target || conn.mpa.tx_room() == 0 {
                 return false;

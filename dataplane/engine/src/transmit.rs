@@ -110,15 +110,16 @@ impl Transmitter<'_> {
         if frame_max <= L4_OFFSET {
             return None;
         }
-        if let Some(turn) = self.turn.as_mut() {
+        if let Some(turn) = self.turn.take() {
             if let Some(n) = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, false) {
-                turn.left -= 1;
+                self.turn = Some(Turn {
+                    left: turn.left - 1,
+                    ..turn
+                });
                 return Some(n);
             }
             // Nothing more now: the turn ends without a place on the ready list.
-            let id = turn.id;
-            self.turn = None;
-            eng.end_turn(id, false);
+            eng.end_turn(turn.id, false);
         }
         // Every connection ready at the start is visited at most once per call.
         let mut budget = eng.core.ready.len();
@@ -191,9 +192,7 @@ impl Engine {
         loop {
             // Inside a turn the QP is pumped only when MPA holds less than a segment
             // that TCP has not sent yet (the pump keeps about a window queued).
-            let sent = conn.tx_sent_max.max(conn.tcp.acked_offset());
-            let unsent = conn.mpa.queued_end_offset().saturating_sub(sent);
-            if serviced || unsent < conn.tcp.eff_mss() as u64 {
+            if serviced || conn.tx_unsent_bytes() < conn.tcp.eff_mss() as u64 {
                 core.pump(now, id, conn, mem);
             }
             let hop = conn.next_hop;
