@@ -40,6 +40,21 @@ impl Case {
         }
     }
 
+    /// 4 KiB-style WRITEs of `msg_len` bytes from one QP over `slots` buffers at each end,
+    /// visited in a shuffled order ([`WriteConfig::spread`]): the working set of `slots`
+    /// QPs with one QP's state. Quoted as goodput.
+    pub fn write_spread(msg_len: u32, slots: u32) -> Case {
+        let write = WriteConfig::spread(msg_len, slots);
+        Case {
+            pair: PairConfig {
+                arena_bytes: write.arena_bytes(),
+                ..PairConfig::default()
+            },
+            write,
+            metric: Metric::Goodput,
+        }
+    }
+
     /// The same case at another MTU.
     pub fn with_mtu(mut self, mtu: usize) -> Case {
         self.pair.mtu = mtu;
@@ -71,6 +86,9 @@ impl Case {
         }
         if self.pair.place_before_crc {
             n.push_str("_place_before_crc");
+        }
+        if self.write.slot_step != 1 {
+            n.push_str(&format!("_spread{}", self.write.slots));
         }
         n
     }
@@ -201,6 +219,10 @@ mod tests {
             .with_mtu(9000)
             .with_checksum_offload(false);
         assert_eq!(c.name(), "write_64KiB_mtu9000_swcsum");
+        let spread = Case::write_spread(4096, 10_000);
+        assert_eq!(spread.name(), "write_4KiB_spread10000");
+        assert_eq!(spread.pair.arena_bytes, 4096 * 10_000);
+        assert_eq!(spread.metric, Metric::Goodput);
         assert!(c.note().contains("MPA CRC on"));
         assert!(c.note().contains("checksums software"));
         assert_eq!(standard_cases().len(), 3);

@@ -143,7 +143,7 @@ pub fn limit_spread_bytes_per_s(len: usize, slots: usize, min_time: Duration) ->
 /// The step of [`limit_spread_bytes_per_s`]'s visiting order (`slot = (slot + step) %
 /// slots`): a large step coprime with `slots`, so that every slot is visited once per
 /// round and consecutive visits are far apart (no prefetcher follows them).
-fn visit_stride(slots: usize) -> usize {
+pub(crate) fn visit_stride(slots: usize) -> usize {
     (1..slots)
         .map(|k| (slots / 2 + k * 7919) % slots)
         .find(|&k| k > 0 && gcd(k, slots) == 1)

@@ -21,8 +21,13 @@ pub struct WriteConfig {
     pub msg_len: u32,
     /// Every `signal_every`-th WR is signaled (perftest's `--cq-mod`); at least 1.
     pub signal_every: u64,
-    /// Distinct source/destination buffers used round-robin (each `msg_len` bytes).
+    /// Distinct source/destination buffers (each `msg_len` bytes).
     pub slots: u32,
+    /// WR `i` uses slot `(i * slot_step) % slots`: 1 visits the slots in address order
+    /// (the hardware prefetcher follows); a large step coprime with `slots` (as
+    /// [`WriteConfig::spread`] picks) puts consecutive WRs far apart, as many QPs each
+    /// writing its own buffer do.
+    pub slot_step: u32,
 }
 
 impl WriteConfig {
@@ -34,6 +39,21 @@ impl WriteConfig {
             msg_len,
             signal_every: 32,
             slots,
+            slot_step: 1,
+        }
+    }
+
+    /// `msg_len`-byte WRITEs, a signaled one every 32, over `slots` buffers at each end
+    /// visited in the spread limit's shuffled order (a large step coprime with `slots`): one
+    /// QP with the working set of `slots` QPs (issue 13, target 6's like-for-like
+    /// reference).
+    pub fn spread(msg_len: u32, slots: u32) -> WriteConfig {
+        let slots = slots.max(1);
+        WriteConfig {
+            msg_len,
+            signal_every: 32,
+            slots,
+            slot_step: crate::limit::visit_stride(slots as usize) as u32,
         }
     }
 
@@ -60,9 +80,9 @@ pub struct WriteStream {
 impl WriteStream {
     /// A stream; fills A's source buffers with a pattern.
     pub fn new(pair: &mut Pair, cfg: WriteConfig) -> Result<WriteStream, BenchError> {
-        if cfg.msg_len == 0 || cfg.slots == 0 || cfg.signal_every == 0 {
+        if cfg.msg_len == 0 || cfg.slots == 0 || cfg.signal_every == 0 || cfg.slot_step == 0 {
             return Err(BenchError(
-                "msg_len, slots and signal_every must be positive".into(),
+                "msg_len, slots, slot_step and signal_every must be positive".into(),
             ));
         }
         let arena = pair.a.mem.arena_mut(pair.a.region);
@@ -121,7 +141,8 @@ impl WriteStream {
         let len = self.cfg.msg_len;
         loop {
             let id = self.posted;
-            let offset = (id % u64::from(self.cfg.slots)) * u64::from(len);
+            let slots = u64::from(self.cfg.slots);
+            let offset = (id % slots * u64::from(self.cfg.slot_step) % slots) * u64::from(len);
             // Every `signal_every`-th WR (ids signal_every - 1, 2 * signal_every - 1, ...).
             let signaled = self.until_signal <= 1;
             let flags = if signaled {

@@ -5,7 +5,7 @@
 //! ```text
 //! cargo run --release -p iwarp-benches --bin iwarp-bench-report -- [--runs N] [--secs S]
 //!     [--mtu M] [--sw-csum] [--place-before-crc] [--sizes 64,4096,65536] [--sq-depth D]
-//!     [--signal-every N] [--profile-wrs N] [--limit-only] [--scale N]
+//!     [--signal-every N] [--spread N] [--profile-wrs N] [--limit-only] [--scale N]
 //! ```
 //!
 //! `--place-before-crc` sets the engines' `MpaConfig::place_before_crc` (payloads copied
@@ -16,8 +16,12 @@
 //! a WRITE on every QP, 4 KiB WRITEs on every QP at once for `--secs`, disconnect and
 //! memory after), then one QP's 4 KiB WRITE goodput (`write_4KiB`, median of `--runs`)
 //! for issue 13's target 6: the aggregate at least 0.9 of one QP's, at most 8 KiB per QP;
-//! last the machine's copy+CRC limit for 4 KiB messages spread over the same working set
+//! then one QP writing over the N QPs' buffers (`write_4KiB_spreadN`, `scale_same_buffers`:
+//! the aggregate against one QP with the same working set); last the machine's copy+CRC limit for 4 KiB messages spread over the same working set
 //! against cache-warm buffers (`scale_limit`: what the working set alone costs).
+//!
+//! `--spread N` makes each case one QP writing over N buffers of the message size at each
+//! end, visited in a shuffled order (the working set of N QPs; `_spreadN` in the name).
 //!
 //! `--profile-wrs N` only runs the engines for N WRITEs of each size (no limit, no
 //! timing): a workload for `perf record` or `valgrind --tool=callgrind`. `--limit-only`
@@ -42,10 +46,11 @@ struct Args {
     profile_wrs: Option<u64>,
     limit_only: bool,
     scale: Option<usize>,
+    spread: Option<u32>,
 }
 
 const USAGE: &str = "usage: iwarp-bench-report [--runs N] [--secs S] [--mtu M] [--sw-csum] [--place-before-crc] \
-                     [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--profile-wrs N] [--limit-only] [--scale N]";
+                     [--sizes 64,4096,65536] [--sq-depth D] [--signal-every N] [--spread N] [--profile-wrs N] [--limit-only] [--scale N]";
 
 fn parse() -> Result<Args, String> {
     let mut a = Args {
@@ -60,6 +65,7 @@ fn parse() -> Result<Args, String> {
         profile_wrs: None,
         limit_only: false,
         scale: None,
+        spread: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -88,6 +94,7 @@ fn parse() -> Result<Args, String> {
             "--scale" => a.scale = Some(value()?.parse().map_err(|e| format!("--scale: {e}"))?),
             "--sw-csum" => a.sw_csum = true,
             "--place-before-crc" => a.place_before_crc = true,
+            "--spread" => a.spread = Some(value()?.parse().map_err(|e| format!("--spread: {e}"))?),
             "--limit-only" => a.limit_only = true,
             "--sizes" => {
                 a.sizes = value()?
@@ -140,6 +147,23 @@ fn main() -> ExitCode {
                     if ratio >= 0.9 { "met" } else { "MISSED" },
                     if per_qp <= 8192.0 { "met" } else { "MISSED" }
                 );
+                // The same ratio against one QP with the working set of the N: one QP
+                // writing over N x 4 KiB at each end in a shuffled order, so that what
+                // remains of the ratio is what N QPs' state costs, not their buffers.
+                let spread = Case::write_spread(iwarp_benches::scale::STREAM_LEN as u32, n as u32);
+                match measure(&spread, args.runs, Duration::from_secs_f64(args.secs)) {
+                    Ok(s) => {
+                        println!("{}", s.line());
+                        println!(
+                            "scale_same_buffers: aggregate of {n} QPs / one QP over the same {n} x 4 KiB buffers at each end = {:.2}",
+                            r.stream_bytes_per_s() / s.engine_bytes_per_s.max(1e-9)
+                        );
+                    }
+                    Err(e) => {
+                        eprintln!("{}: {e}", spread.name());
+                        return ExitCode::FAILURE;
+                    }
+                }
                 // What the working set alone costs the machine: copy+CRC of 4 KiB
                 // messages spread over both engines' arenas (N QPs x 4 KiB each side)
                 // against the same loop on cache-warm buffers.
@@ -182,7 +206,11 @@ fn main() -> ExitCode {
             );
             continue;
         }
-        let mut case = Case::write(size)
+        let base = match args.spread {
+            Some(slots) => Case::write_spread(size, slots),
+            None => Case::write(size),
+        };
+        let mut case = base
             .with_checksum_offload(!args.sw_csum)
             .with_place_before_crc(args.place_before_crc);
         if let Some(mtu) = args.mtu {

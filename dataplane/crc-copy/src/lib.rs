@@ -41,12 +41,14 @@
 //! through a pointer, never a reference).
 
 mod copy;
+mod prefetch;
 #[cfg(target_arch = "x86_64")]
 mod wide;
 #[cfg(target_arch = "x86_64")]
 mod ymm;
 
 pub use copy::{copy, copy_from_raw, copy_to_raw, VECTOR_MIN_LEN};
+pub use prefetch::{prefetch, prefetch_raw, PREFETCH_BYTES_MAX};
 
 /// Shortest copy the wide path takes (four 64-byte blocks); shorter ones copy, then CRC.
 pub const WIDE_MIN_LEN: usize = 256;

@@ -58,6 +58,14 @@ pub trait Memory {
         Ok(iwarp_crc_copy::crc32c_append(crc, data))
     }
 
+    /// A hint that `len` bytes of `region` at `offset` are about to be read (a WR's
+    /// source, when the WR starts): an implementation may ask the CPU to bring (the first
+    /// page of) them into its caches. Never fails and never changes what is read; a
+    /// range outside the arena is ignored. The default does nothing.
+    fn prefetch(&self, region: RegionId, offset: u64, len: usize) {
+        let _ = (region, offset, len);
+    }
+
     /// Called by the loop that owns this memory before a batch of accesses (one
     /// iteration of a dataplane core), [`Memory::end_batch`] after it. An implementation
     /// may do per batch what it would otherwise do per access: shared memory announces
@@ -156,11 +164,31 @@ impl Memory for VecMemory {
             crc,
         ))
     }
+
+    fn prefetch(&self, region: RegionId, offset: u64, len: usize) {
+        let len = len.min(iwarp_crc_copy::PREFETCH_BYTES_MAX);
+        if let Some((s, e)) = self.range(region, offset, len) {
+            iwarp_crc_copy::prefetch(&self.arenas[region.0 as usize][s..e]);
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefetch_is_a_hint_inside_or_outside_an_arena() {
+        let mut m = VecMemory::new();
+        let r = m.add_arena(8192);
+        m.arena_mut(r)[100] = 7;
+        m.prefetch(r, 0, 8192);
+        m.prefetch(r, 8000, 1 << 30);
+        m.prefetch(r, u64::MAX, 64);
+        m.prefetch(RegionId(9), 0, 64);
+        assert_eq!(m.arena(r)[100], 7);
+        assert_eq!(m.arena(r).len(), 8192);
+    }
 
     #[test]
     fn vec_memory_bounds() {

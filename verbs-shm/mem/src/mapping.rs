@@ -230,6 +230,16 @@ impl SharedMapping {
         Ok(unsafe { iwarp_crc_copy::copy_crc32c_from_raw(out, self.as_ptr().add(start), crc) })
     }
 
+    /// Asks the CPU to bring the first page of `len` bytes at `offset` into its caches
+    /// (`iwarp_crc_copy::prefetch_raw`): a hint before a read; nothing if the range is not
+    /// inside `len()`. Reads nothing the caller sees.
+    pub fn prefetch(&self, offset: u64, len: usize) {
+        let len = len.min(iwarp_crc_copy::PREFETCH_BYTES_MAX);
+        if let Ok(start) = self.range(offset, len) {
+            iwarp_crc_copy::prefetch_raw(self.as_ptr().wrapping_add(start), len);
+        }
+    }
+
     /// As [`SharedMapping::write`], and returns the CRC32c of `data` continued from `crc`,
     /// computed in the same pass (`iwarp_crc_copy`): the CRC of what was received, whatever
     /// the peer writes to the destination meanwhile.

@@ -126,6 +126,10 @@ impl Memory for ShmMemory {
             .unwrap_or(Err(MemoryFault))
     }
 
+    fn prefetch(&self, region: RegionId, offset: u64, len: usize) {
+        self.with(region, |m| m.prefetch(offset, len));
+    }
+
     fn begin_batch(&mut self) {
         if let (None, Some(line)) = (self.batch, self.section) {
             self.table.enter_section(line);
@@ -186,6 +190,12 @@ mod tests {
         assert_eq!(back, big[1000..3000]);
         assert_eq!(m.write_crc32c(RegionId(1), 98, &out, 0), Err(MemoryFault));
         assert_eq!(m.write_crc32c(RegionId(7), 0, &out, 0), Err(MemoryFault));
+        // A prefetch is a hint: inside, past the end, an unknown region; nothing changes.
+        m.prefetch(RegionId(0), 0, 4096);
+        m.prefetch(RegionId(1), 98, 1 << 20);
+        m.prefetch(RegionId(7), 0, 64);
+        other_core.read(RegionId(0), 50, &mut back).unwrap();
+        assert_eq!(back, big[1000..3000]);
         assert!(ShmMemory::with_heap_arenas(&[0]).is_err());
     }
 

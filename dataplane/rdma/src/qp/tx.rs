@@ -565,6 +565,16 @@ fn resolve_sources(
         *loc = ctx.resolve_local(sge, need, pd, privileged, None)?;
     }
     e.locs_epoch = locs_epoch;
+    if let Some(arenas) = ctx.arenas {
+        // The sources are read when the WQE's segments are sent, after the segments
+        // queued ahead of them: ask for them now, so a cold source (many QPs, each its
+        // own buffer) is on its way by then. A hint, at most a page per SGE.
+        for (sge, loc) in e.wr.sgl.as_slice().iter().zip(e.locs.iter()) {
+            if sge.length > 0 {
+                arenas.prefetch(loc.region, loc.offset, sge.length as usize);
+            }
+        }
+    }
     Ok(len)
 }
 

@@ -329,3 +329,77 @@ fn local_sge_errors_complete_in_error_and_terminate() {
         iwarp_types::QpState::Error
     );
 }
+
+/// `VecMemory` that records the prefetch hints it is given.
+struct PrefetchLog<'a> {
+    mem: &'a iwarp_types::VecMemory,
+    hints: std::cell::RefCell<Vec<(iwarp_types::RegionId, u64, usize)>>,
+}
+
+impl iwarp_types::Memory for PrefetchLog<'_> {
+    fn region_len(&self, region: iwarp_types::RegionId) -> Option<u64> {
+        self.mem.region_len(region)
+    }
+    fn read(
+        &self,
+        region: iwarp_types::RegionId,
+        offset: u64,
+        out: &mut [u8],
+    ) -> Result<(), iwarp_types::MemoryFault> {
+        self.mem.read(region, offset, out)
+    }
+    fn write(
+        &mut self,
+        _: iwarp_types::RegionId,
+        _: u64,
+        _: &[u8],
+    ) -> Result<(), iwarp_types::MemoryFault> {
+        Err(iwarp_types::MemoryFault)
+    }
+    fn prefetch(&self, region: iwarp_types::RegionId, offset: u64, len: usize) {
+        self.hints.borrow_mut().push((region, offset, len));
+    }
+}
+
+#[test]
+fn a_starting_write_asks_memory_to_prefetch_each_source_sge_once() {
+    let mut p = Pair::new();
+    let (sa, va) = p.a.reg(8192, ALL);
+    let (sb, vb) = p.b.reg(8192, ALL);
+    let sges = [(va + 100, 3000u32), (va + 5000, 2000), (va + 7100, 0)];
+    let list = SgList::from_slice(&sges.map(|(addr, length)| Sge {
+        addr,
+        length,
+        lkey: sa,
+    }))
+    .unwrap();
+    p.a.post(
+        1,
+        SendOp::Write {
+            remote_to: vb,
+            rkey: sb,
+        },
+        list,
+        SIG,
+    );
+    let log = PrefetchLog {
+        mem: &p.a.mem,
+        hints: Default::default(),
+    };
+    let mut segs = 0;
+    while let Some((d, len)) = p.a.rnic.qp_next_ulpdu(p.a.qp, 1024, &log) {
+        let mut buf = vec![0u8; len];
+        p.a.rnic.fill_ulpdu(p.a.qp, &d, &log, &mut buf);
+        p.a.rnic.qp_ulpdu_acked(p.a.qp, &d);
+        segs += 1;
+    }
+    assert_eq!(segs, 5000usize.div_ceil(1024 - 14));
+    // Once per SGE when the WQE started (not per segment), at the arena offsets the
+    // SGEs resolved to, with their lengths (the zero-length one asks for nothing).
+    let want: Vec<_> = sges
+        .iter()
+        .filter(|&&(_, len)| len > 0)
+        .map(|&(addr, len)| (p.a.arena, Side::off(addr) as u64, len as usize))
+        .collect();
+    assert_eq!(*log.hints.borrow(), want);
+}
