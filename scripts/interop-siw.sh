@@ -214,6 +214,10 @@ rig() {
 # guest_answers: the guest's agent runs `true` (it gives up after its own 10 s).
 guest_answers() { "$SIWVM/run-in-guest.sh" -t 5 "$GUEST" true >/dev/null 2>&1; }
 
+# guest_net_answers: the guest's kernel answers at least one of 3 pings from the bridge's
+# own address (siw-vm's host side, not iwarpd): its network is alive.
+guest_net_answers() { ip netns exec "$NS" ping -q -c 3 -W 1 -i 0.3 "$GUEST_IP" >/dev/null 2>&1; }
+
 # The guest reads the tool through the uncached 9p mount (rebuilt binaries are seen).
 PEER="/host$PEER_BIN"
 
@@ -320,7 +324,8 @@ run_cell_once() {
     while [ $rc -ne 0 ] && [ $try -lt 3 ] \
         && [[ $REASON == *"siw accept race"* || $REASON == "capture incomplete"* \
             || $REASON == "siw sent an FPDU with a bad MPA CRC"* \
-            || ($REASON == "the guest stopped answering"* && $hangs -eq 1) ]]; do
+            || ( ( $REASON == "the guest stopped answering"* || $REASON == "the guest's network went silent"* ) \
+                && $hangs -eq 1 ) ]]; do
         # siw's race (docs/INTEROP.md, difference 2), not iwarpd's, frames tcpdump dropped
         # or a guest that hung (difference 15; booted again): again (3 tries, one after a
         # hang), noted.
@@ -328,7 +333,8 @@ run_cell_once() {
         case $REASON in
             "capture incomplete"*) note=" (try $try: tcpdump dropped frames of the tries before)" ;;
             "siw sent an FPDU with a bad MPA CRC"*) note=" (try $try: siw sent a bad MPA CRC before, iwarpd terminated as required)" ;;
-            "the guest stopped answering"*) note=" (try $try, the guest booted again: $REASON)" ;;
+            "the guest stopped answering"* | "the guest's network went silent"*)
+                note=" (try $try, the guest booted again: $REASON)" ;;
             *) note=" (try $try: the tries before hit the siw accept race)" ;;
         esac
         cp "$pcap" "$OUT/failed/$name.try$((try - 1)).pcap" 2>/dev/null
@@ -367,20 +373,26 @@ run_cell_once() {
 not_implemented() { REASON="not implemented: $1"; return 1; }
 
 # guest_hung RC TAG: after a failed try (RC != 0) whose guest kernel did not crash, true
-# when the guest's agent no longer answers (docs/INTEROP.md difference 15: the guest hung,
-# no console message). Then REASON says so with the console's last line, the console is
-# kept in failed/TAG.console.log and the guest is booted again, so that the try after it
-# and the cells after it run against a live siw.
+# when the guest's agent no longer answers, or it answers but the guest's kernel answers
+# no ping from the bridge (docs/INTEROP.md difference 15, both forms: the guest hung, or
+# its network went silent, no console message). Then REASON says so with the console's
+# last line, the console is kept in failed/TAG.console.log and the guest is booted again,
+# so that the try after it and the cells after it run against a live siw.
 guest_hung() {
     [ "$1" -ne 0 ] || return 1
     [ -z "$(guest_oops)" ] || return 1
-    if [ ! -e "$TMP/guest-dead" ] && guest_answers; then
+    local what
+    if [ -e "$TMP/guest-dead" ] || ! guest_answers; then
+        what="the guest stopped answering its agent"
+    elif ! guest_net_answers; then
+        what="the guest's network went silent (its agent answers, no ping from the bridge did)"
+    else
         return 1
     fi
     local last
     last=$(tr -d '\r' <"$SIWVM_RUN/$GUEST/console.log" 2>/dev/null | grep -av '^\s*$' | tail -1 | cut -c1-160)
     cp "$SIWVM_RUN/$GUEST/console.log" "$OUT/failed/$2.console.log" 2>/dev/null
-    REASON="the guest stopped answering its agent${REASON:+ ($REASON)}, console's last line: ${last:-none}"
+    REASON="$what${REASON:+ ($REASON)}, console's last line: ${last:-none}"
     log "$CELL: $REASON; booting the guest again"
     stop_server
     boot
