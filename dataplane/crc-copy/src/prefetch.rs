@@ -6,7 +6,7 @@
 //! Why not a crate: `core::arch`'s `_mm_prefetch` is all it takes; it needs `unsafe`
 //! (a `#[target_feature]` function), which the engine's crates forbid.
 
-/// Lines asked for per call at most: [`PREFETCH_BYTES_MAX`] bytes.
+/// A cache line: the step between two prefetches.
 const LINE: usize = 64;
 
 /// Most bytes one [`prefetch_raw`] call asks for (from its start): 4 KiB, one page.
