@@ -107,6 +107,7 @@ impl Config {
             arp_pending_frames: ip.arp_pending_frames as usize,
             arp_pending_per_hop: ip.arp_pending_per_hop as usize,
             ctrl_tx_frames: l.ctrl_tx_frames as usize,
+            tx_turn_segs_max: l.tx_turn_segs_max,
             event_queue_len: l.event_queue_len as usize,
             llp_close_timeout_ms: self.tcp.close_timeout_ms,
             relisten_grace_ms: self.tcp.relisten_grace_ms,
@@ -196,6 +197,11 @@ mod tests {
         assert_eq!(e.rnic.seed, e.stag_seed);
         assert!(!e.checksum_offload && !e.tcp.checksum_offload);
         assert_eq!(e.llp_close_timeout_ms, 60_000);
+        assert_eq!(e.tx_turn_segs_max, iwarp_engine::TX_TURN_SEGS_MAX);
+        let mut short_turns = c.clone();
+        short_turns.limits.tx_turn_segs_max = 2;
+        let s = short_turns.engine_config(0, 0, seeds, &NIC).unwrap();
+        assert_eq!(s.tx_turn_segs_max, 2);
         let other_core = c.engine_config(0, 1, seeds, &NIC).unwrap();
         assert_eq!(
             other_core.stag_seed, e.stag_seed,

@@ -121,6 +121,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("limits.max_cq_events", "CQ notifications queued (overflow counted)."),
     k("limits.max_cehs", "Completion event handler ids."),
     k("limits.ctrl_tx_frames", "Control frames (ARP, ICMP, RST) queued for transmission."),
+    k("limits.tx_turn_segs_max", "Segments a connection sends in one transmit turn at most before the next ready connection's (1..=1024): longer turns cost less per segment, shorter ones interleave busy connections more finely. One while connections wait for an FPDU ring."),
     e("limits.stag_seed", "STag randomisation seed, 16 hex digits (every engine of the daemon derives the same one: MRs are replicated on all). Unset: random at start.", "\"0123456789abcdef\""),
     k("ip.ttl", "TTL of the IPv4 packets we send."),
     k("ip.arp_cache_entries", "ARP cache entries per engine."),

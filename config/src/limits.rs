@@ -68,6 +68,9 @@ pub struct LimitsSection {
     pub max_cehs: u32,
     /// Control frames (ARP, ICMP replies, RSTs) queued for transmission.
     pub ctrl_tx_frames: u32,
+    /// Segments a connection sends in one transmit turn at most before the next ready
+    /// connection's turn (`iwarp_engine::EngineConfig::tx_turn_segs_max`).
+    pub tx_turn_segs_max: u32,
     /// Seed of the STag randomisation, 16 hex digits; absent: random at start.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stag_seed: Option<Hex64>,
@@ -99,6 +102,7 @@ impl Default for LimitsSection {
             max_cq_events: 4096,
             max_cehs: 64,
             ctrl_tx_frames: 64,
+            tx_turn_segs_max: iwarp_engine::TX_TURN_SEGS_MAX,
             stag_seed: None,
         }
     }
@@ -127,7 +131,7 @@ impl LimitsSection {
     }
 
     pub(crate) fn validate(&self) -> Result<(), ConfigError> {
-        let positive: [(&str, u32, u32); 21] = [
+        let positive: [(&str, u32, u32); 22] = [
             ("max_qps", self.max_qps, 1 << 20),
             ("max_conns", self.max_conns, 1 << 20),
             ("max_cqs", self.max_cqs, 1 << 20),
@@ -149,6 +153,7 @@ impl LimitsSection {
             ("max_cq_events", self.max_cq_events, 1 << 22),
             ("max_cehs", self.max_cehs, 1 << 16),
             ("ctrl_tx_frames", self.ctrl_tx_frames, 1 << 16),
+            ("tx_turn_segs_max", self.tx_turn_segs_max, 1024),
         ];
         for (key, v, max) in positive {
             ensure(
@@ -268,6 +273,11 @@ mod tests {
         assert_eq!(lerr(|l| l.max_ord = 0), "limits.max_ord");
         assert_eq!(lerr(|l| l.backlog_max = 0), "limits.backlog_max");
         assert_eq!(lerr(|l| l.ctrl_tx_frames = 0), "limits.ctrl_tx_frames");
+        assert_eq!(lerr(|l| l.tx_turn_segs_max = 0), "limits.tx_turn_segs_max");
+        assert_eq!(
+            lerr(|l| l.tx_turn_segs_max = 1025),
+            "limits.tx_turn_segs_max"
+        );
         assert_eq!(lerr(|l| l.max_conns = 10), "limits.max_conns");
         assert_eq!(
             lerr(|l| l.ephemeral_port_min = 80),

@@ -108,6 +108,13 @@ pub struct EngineConfig {
     /// middle of a straddling FPDU. A connection finding none leaves that FPDU for the
     /// peer to send again.
     pub mpa_pool_staging: usize,
+    /// Segments a connection sends in one turn of a transmit pass at most, before the
+    /// next ready connection's turn (`Engine::transmitter`; default
+    /// [`crate::TX_TURN_SEGS_MAX`]): longer turns do the per-turn work (lookup, service,
+    /// timer re-arm) less often, shorter ones let many busy connections interleave more
+    /// finely. While connections wait for an FPDU ring a turn is one segment whatever
+    /// this says. 1..=1024.
+    pub tx_turn_segs_max: u32,
     /// Verbs object limits (QPs, CQs, MRs, queue depths, IRD/ORD). Its `seed` is replaced
     /// by `stag_seed`.
     pub rnic: RnicConfig,
@@ -194,6 +201,7 @@ impl Default for EngineConfig {
             },
             mpa_pool_rings: DEFAULT_MPA_POOL_RINGS,
             mpa_pool_staging: DEFAULT_MPA_POOL_STAGING,
+            tx_turn_segs_max: crate::TX_TURN_SEGS_MAX,
             max_conns: 64,
             max_listeners: 8,
             backlog_max: 16,
@@ -288,6 +296,11 @@ impl EngineConfig {
             self.mpa_pool_staging > 0 && self.mpa_pool_staging <= 1 << 20,
             "mpa_pool_staging",
             "1..=2^20",
+        )?;
+        check(
+            (1..=1024).contains(&self.tx_turn_segs_max),
+            "tx_turn_segs_max",
+            "1..=1024",
         )?;
         check(
             self.mpa.tx_queue_len > 0,
@@ -469,6 +482,8 @@ mod tests {
         assert_eq!(bad(|c| c.arp_pending_per_hop = 100), "arp_pending_per_hop");
         assert_eq!(bad(|c| c.event_queue_len = 0), "event_queue_len");
         assert_eq!(bad(|c| c.mpa_pool_rings = 0), "mpa_pool_rings");
+        assert_eq!(bad(|c| c.tx_turn_segs_max = 0), "tx_turn_segs_max");
+        assert_eq!(bad(|c| c.tx_turn_segs_max = 1025), "tx_turn_segs_max");
         assert_eq!(bad(|c| c.mpa_pool_staging = 0), "mpa_pool_staging");
         assert_eq!(bad(|c| c.mpa.tx_queue_len = 0), "mpa.tx_queue_len");
         assert_eq!(bad(|c| c.llp_close_timeout_ms = 0), "llp_close_timeout_ms");

@@ -14,8 +14,8 @@
 //! Call order after any `handle_*`, verb or CM call: `poll_transmit` until `None`, then
 //! `poll_event` until `None`, then `poll_timeout`. A caller with a burst of frame buffers
 //! sends through one [`Transmitter`] ([`Engine::transmitter`]) instead: the same frames, a
-//! connection keeping its turn for up to [`TX_TURN_SEGS_MAX`] segments, with less work
-//! per segment.
+//! connection keeping its turn for up to `EngineConfig::tx_turn_segs_max` segments
+//! (default [`TX_TURN_SEGS_MAX`]), with less work per segment.
 //!
 //! # Differences from the Seam 4 sketch of `docs/ENGINE.md`
 //!

@@ -1,6 +1,6 @@
 //! The output side of the engine: control frames first, then segments of the connections
 //! on the ready list (round-robin among ready connections, a turn of at most
-//! [`TX_TURN_SEGS_MAX`] segments each), the one place frames leave (and RSTs are counted),
+//! `EngineConfig::tx_turn_segs_max` segments each, default [`TX_TURN_SEGS_MAX`]), the one place frames leave (and RSTs are counted),
 //! and the removal of closed connections.
 //!
 //! A [`Transmitter`] is one transmit pass: it borrows the engine, so no input, timer or
@@ -20,10 +20,11 @@ use crate::engine::Engine;
 use crate::glue::{QpSource, TcpTx};
 use crate::iface::{is_tcp_rst, L4_OFFSET};
 
-/// Segments a connection sends in one turn, at most, before the next ready connection's
-/// turn: enough to carry a 64 KiB message at MTU 9000 or a third of one at MTU 1500 in
-/// one turn, few enough that 16 ready connections interleave within 256 frames. While
-/// connections wait for an FPDU ring of the MPA pool, a turn is one segment.
+/// The default of `EngineConfig::tx_turn_segs_max`, the segments a connection sends in
+/// one turn at most before the next ready connection's turn: enough to carry a 64 KiB
+/// message at MTU 9000 or a third of one at MTU 1500 in one turn, few enough that 16
+/// ready connections interleave within 256 frames. While connections wait for an FPDU
+/// ring of the MPA pool, a turn is one segment.
 pub const TX_TURN_SEGS_MAX: u32 = 16;
 
 /// The connection whose turn it is.
@@ -62,7 +63,8 @@ impl Engine {
     }
 
     /// A transmit pass at `now`: frames in the order of as many `poll_transmit` calls,
-    /// except that a connection keeps its turn for up to [`TX_TURN_SEGS_MAX`] segments.
+    /// except that a connection keeps its turn for up to `EngineConfig::tx_turn_segs_max`
+    /// segments (default [`TX_TURN_SEGS_MAX`]).
     pub fn transmitter<'e>(&'e mut self, now: Instant, mem: &'e impl Memory) -> Transmitter<'e> {
         Transmitter {
             eng: self,
@@ -144,7 +146,7 @@ impl Transmitter<'_> {
             if let Some(n) = eng.transmit_conn(now, id, &mut buf[..frame_max], mem, true) {
                 self.turn = Some(Turn {
                     id,
-                    left: TX_TURN_SEGS_MAX - 1,
+                    left: eng.core.cfg.tx_turn_segs_max.saturating_sub(1),
                 });
                 return Some(n);
             }

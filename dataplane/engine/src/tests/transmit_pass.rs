@@ -81,7 +81,22 @@ fn one_pass(p: &mut Pair) -> Vec<Vec<u8>> {
 
 #[test]
 fn ready_connections_take_turns_of_at_most_the_turn_length() {
-    let mut p = Pair::with_configs(wide(1), wide(2));
+    assert_eq!(
+        EngineConfig::default().tx_turn_segs_max,
+        TX_TURN_SEGS_MAX,
+        "the default"
+    );
+    for turn in [TX_TURN_SEGS_MAX, 4, 1] {
+        turns_of(turn);
+    }
+}
+
+/// Two connections' Writes in one pass of engines whose turn is `turn` segments.
+fn turns_of(turn: u32) {
+    let (mut a, mut b) = (wide(1), wide(2));
+    a.tx_turn_segs_max = turn;
+    b.tx_turn_segs_max = turn;
+    let mut p = Pair::with_configs(a, b);
     two_writes(&mut p);
     let frames = one_pass(&mut p);
     // Runs of consecutive segments of one connection: its turns.
@@ -94,7 +109,7 @@ fn ready_connections_take_turns_of_at_most_the_turn_length() {
     }
     let lens: Vec<usize> = turns.iter().map(|t| t.1).collect();
     assert!(turns.len() >= 6, "both Writes went, in turns: {lens:?}");
-    let turn = TX_TURN_SEGS_MAX as usize;
+    let turn = turn as usize;
     assert!(lens.iter().all(|&l| l <= turn), "{lens:?}");
     // While both have more than a turn left, each turn is whole and they alternate.
     assert_eq!(&lens[..4], &[turn; 4], "{lens:?}");
