@@ -348,13 +348,15 @@ impl Engine {
         let c = &mut self.core.counters;
         c.frames_in += 1;
         c.bytes_in += frame.len() as u64;
-        match self
+        // Matched by reference, as the parsed TCP segment below: moving a value the callee
+        // just wrote through the stack into another slot waits on its narrower stores.
+        match &self
             .core
             .iface
             .handle_frame(now, frame, &mut self.core.counters)
         {
             Ingress::Tcp(t) => self.handle_tcp(now, t, mem),
-            Ingress::FragNeeded(f) => self.handle_frag_needed(now, f),
+            Ingress::FragNeeded(f) => self.handle_frag_needed(now, *f),
             // ARP may have resolved a next hop some connection waits for.
             Ingress::Done => self.core.wake_arp_waiters(),
         }
@@ -393,9 +395,12 @@ impl Engine {
         core.touch(id, conn);
     }
 
-    fn handle_tcp(&mut self, now: Instant, t: TcpIn<'_>, mem: &mut dyn Memory) {
+    fn handle_tcp(&mut self, now: Instant, t: &TcpIn<'_>, mem: &mut dyn Memory) {
         let verify = !self.core.cfg.checksum_offload;
-        let seg = match TcpSegment::parse(t.src_ip.octets(), t.dst_ip.octets(), t.segment, verify) {
+        // Matched by reference: moving the parsed segment out of the `Result` copied it
+        // to another stack slot, loads that waited on the parser's narrower stores.
+        let parsed = TcpSegment::parse(t.src_ip.octets(), t.dst_ip.octets(), t.segment, verify);
+        let seg = match &parsed {
             Ok(s) => s,
             Err(TcpParseError::Checksum) => {
                 self.core.counters.drop(DropReason::TcpBadChecksum);
@@ -423,7 +428,7 @@ impl Engine {
             };
             let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
             let before = *conn.tcp.counters();
-            conn.tcp.handle_segment(now, &seg, &mut TcpRx(rx));
+            conn.tcp.handle_segment(now, seg, &mut TcpRx(rx));
             core.counters.take_tcp_input(&before, conn.tcp.counters());
             core.counters.conn_visits += 1;
             // An on-link peer whose address this core is still resolving (its ARP reply
@@ -443,7 +448,7 @@ impl Engine {
         let syn = seg.flags.syn && !seg.flags.ack && !seg.flags.rst;
         if syn && self.core.listeners.get(seg.tuple.local_port).is_some() {
             self.core.counters.tcp_segments_in += 1;
-            self.passive_open(now, &seg, t.src_mac);
+            self.passive_open(now, seg, t.src_mac);
             return;
         }
         self.core.counters.drop(DropReason::TcpNoConnection);
@@ -470,7 +475,7 @@ impl Engine {
             self.core.counters.tcp_rsts_rate_limited += 1;
             return;
         }
-        self.send_rst(&seg, t.src_mac);
+        self.send_rst(seg, t.src_mac);
     }
 
     /// Answers a segment for nothing with an RST (RFC 9293 3.10.7.1), straight back to the
