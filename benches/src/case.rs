@@ -23,7 +23,12 @@ impl Case {
     /// WRITEs of `msg_len` bytes with the default pair (MTU 1500, checksum offload, MPA
     /// CRC on); quoted as a message rate up to 256 bytes, as goodput above.
     pub fn write(msg_len: u32) -> Case {
-        let write = WriteConfig::new(msg_len);
+        Case::of(WriteConfig::new(msg_len))
+    }
+
+    /// `write`'s WRITEs over the default pair, its arenas as large as they need.
+    fn of(write: WriteConfig) -> Case {
+        let msg_len = write.msg_len;
         let pair = PairConfig {
             arena_bytes: write.arena_bytes(),
             ..PairConfig::default()
@@ -40,19 +45,11 @@ impl Case {
         }
     }
 
-    /// 4 KiB-style WRITEs of `msg_len` bytes from one QP over `slots` buffers at each end,
-    /// visited in a shuffled order ([`WriteConfig::spread`]): the working set of `slots`
-    /// QPs with one QP's state. Quoted as goodput.
+    /// WRITEs of `msg_len` bytes from one QP over `slots` buffers at each end, visited in
+    /// a shuffled order ([`WriteConfig::spread`]): the working set of `slots` QPs with
+    /// one QP's state. Quoted as [`Case::write`] quotes that size.
     pub fn write_spread(msg_len: u32, slots: u32) -> Case {
-        let write = WriteConfig::spread(msg_len, slots);
-        Case {
-            pair: PairConfig {
-                arena_bytes: write.arena_bytes(),
-                ..PairConfig::default()
-            },
-            write,
-            metric: Metric::Goodput,
-        }
+        Case::of(WriteConfig::spread(msg_len, slots))
     }
 
     /// The same case at another MTU.

@@ -50,10 +50,9 @@ impl WriteConfig {
     pub fn spread(msg_len: u32, slots: u32) -> WriteConfig {
         let slots = slots.max(1);
         WriteConfig {
-            msg_len,
-            signal_every: 32,
             slots,
             slot_step: crate::limit::visit_stride(slots as usize) as u32,
+            ..WriteConfig::new(msg_len)
         }
     }
 

@@ -17,8 +17,9 @@
 //! memory after), then one QP's 4 KiB WRITE goodput (`write_4KiB`, median of `--runs`)
 //! for issue 13's target 6: the aggregate at least 0.9 of one QP's, at most 8 KiB per QP;
 //! then one QP writing over the N QPs' buffers (`write_4KiB_spreadN`, `scale_same_buffers`:
-//! the aggregate against one QP with the same working set); last the machine's copy+CRC limit for 4 KiB messages spread over the same working set
-//! against cache-warm buffers (`scale_limit`: what the working set alone costs).
+//! the aggregate against one QP with the same working set); last the machine's copy+CRC
+//! limit for 4 KiB messages spread over the same working set against cache-warm buffers
+//! (`scale_limit`: what the working set alone costs).
 //!
 //! `--spread N` makes each case one QP writing over N buffers of the message size at each
 //! end, visited in a shuffled order (the working set of N QPs; `_spreadN` in the name).

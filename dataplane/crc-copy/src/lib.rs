@@ -34,8 +34,13 @@
 //! CRC alone as well; the copy against `copy_from_slice` through each entry point, nothing
 //! written past the end (`copy.rs`); and by the `crc_copy` fuzz target.
 //!
+//! The crate also holds the cache hint that goes with the copies: [`prefetch_raw`] (and
+//! [`prefetch`]) ask the CPU for the first page of a source before it is copied
+//! (`prefetch.rs`: the engine asks for a WR's sources when the WR starts).
+//!
 //! `unsafe` is confined to the kernels (`wide.rs`, `ymm.rs`, `copy.rs`: the SIMD
-//! intrinsics, each block with its `SAFETY:` comment), their dispatch here, and the raw
+//! intrinsics, each block with its `SAFETY:` comment), the prefetch instruction
+//! (`prefetch.rs`), their dispatch here, and the raw
 //! ends of [`copy_crc32c_from_raw`], [`copy_crc32c_to_raw`], [`copy_from_raw`] and
 //! [`copy_to_raw`] (shared memory that another process may write: read and written
 //! through a pointer, never a reference).

@@ -24,10 +24,13 @@ pub fn prefetch_raw(p: *const u8, len: usize) {
         let n = len.min(PREFETCH_BYTES_MAX);
         let mut i = 0;
         while i < n {
-            // SAFETY: `prefetcht0` is in SSE, part of the x86-64 baseline; it only
-            // hints the cache and cannot fault or read into any register, whatever the
-            // address (`wrapping_add` keeps the pointer arithmetic defined).
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(i).cast::<i8>()) };
+            // `wrapping_add` keeps the pointer arithmetic defined for any `p`.
+            let line = p.wrapping_add(i).cast::<i8>();
+            // `_mm_prefetch` is `unsafe` only for its `sse` target feature (x86-64
+            // baseline); `prefetcht0` loads nothing into a register and cannot fault at any
+            // address, mapped or not, so `line` need not point at valid memory.
+            // SAFETY: every x86-64 CPU has SSE, and the instruction cannot fault.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(line) };
             i += LINE;
         }
     }

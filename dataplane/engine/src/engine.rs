@@ -348,8 +348,7 @@ impl Engine {
         let c = &mut self.core.counters;
         c.frames_in += 1;
         c.bytes_in += frame.len() as u64;
-        // Matched by reference, as the parsed TCP segment below: moving a value the callee
-        // just wrote through the stack into another slot waits on its narrower stores.
+        // By reference, as the parsed segment in `handle_tcp` (the reason is there).
         match &self
             .core
             .iface

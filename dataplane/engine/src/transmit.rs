@@ -1,7 +1,7 @@
 //! The output side of the engine: control frames first, then segments of the connections
 //! on the ready list (round-robin among ready connections, a turn of at most
-//! `EngineConfig::tx_turn_segs_max` segments each, default [`TX_TURN_SEGS_MAX`]), the one place frames leave (and RSTs are counted),
-//! and the removal of closed connections.
+//! `EngineConfig::tx_turn_segs_max` segments each, default [`TX_TURN_SEGS_MAX`]), the one
+//! place frames leave (and RSTs are counted), and the removal of closed connections.
 //!
 //! A [`Transmitter`] is one transmit pass: it borrows the engine, so no input, timer or
 //! verb can run between two of its frames, and the connection whose turn it is keeps it

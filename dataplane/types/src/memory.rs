@@ -166,7 +166,7 @@ impl Memory for VecMemory {
     }
 
     fn prefetch(&self, region: RegionId, offset: u64, len: usize) {
-        let len = len.min(iwarp_crc_copy::PREFETCH_BYTES_MAX);
+        // `iwarp_crc_copy::prefetch` asks for the first page only.
         if let Some((s, e)) = self.range(region, offset, len) {
             iwarp_crc_copy::prefetch(&self.arenas[region.0 as usize][s..e]);
         }

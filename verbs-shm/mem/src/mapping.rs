@@ -234,7 +234,6 @@ impl SharedMapping {
     /// (`iwarp_crc_copy::prefetch_raw`): a hint before a read; nothing if the range is not
     /// inside `len()`. Reads nothing the caller sees.
     pub fn prefetch(&self, offset: u64, len: usize) {
-        let len = len.min(iwarp_crc_copy::PREFETCH_BYTES_MAX);
         if let Ok(start) = self.range(offset, len) {
             iwarp_crc_copy::prefetch_raw(self.as_ptr().wrapping_add(start), len);
         }
