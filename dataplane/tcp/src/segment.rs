@@ -93,6 +93,37 @@ fn timestamp_only(opts: &[u8]) -> Option<(u32, u32)> {
 }
 
 impl TcpOptions {
+    /// The options in `rest` (a header's option bytes), one by one. Malformed options
+    /// end the walk (the rest is ignored); SACK blocks past [`MAX_SACK_BLOCKS`] are
+    /// dropped.
+    fn parse(mut rest: &[u8]) -> TcpOptions {
+        let mut options = TcpOptions::default();
+        let mut sack_n = 0;
+        while !rest.is_empty() {
+            let Ok((next, opt)) = TcpOption::parse(rest) else {
+                break;
+            };
+            match opt {
+                TcpOption::EndOfList => break,
+                TcpOption::NoOperation | TcpOption::Unknown { .. } => {}
+                TcpOption::MaxSegmentSize(m) => options.mss = Some(m),
+                TcpOption::WindowScale(w) => options.wscale = Some(w),
+                TcpOption::SackPermitted => options.sack_permitted = true,
+                TcpOption::SackRange(ranges) => {
+                    for (l, r) in ranges.iter().flatten() {
+                        if sack_n < MAX_SACK_BLOCKS {
+                            options.sack_blocks[sack_n] = Some((SeqNumber(*l), SeqNumber(*r)));
+                            sack_n += 1;
+                        }
+                    }
+                }
+                TcpOption::TimeStamp { tsval, tsecr } => options.timestamp = Some((tsval, tsecr)),
+            }
+            rest = next;
+        }
+        options
+    }
+
     /// Only a timestamp option is set.
     fn is_timestamp_only(&self) -> bool {
         self.mss.is_none()
@@ -215,38 +246,35 @@ impl<'a> TcpSegment<'a> {
                 return Err(TcpParseError::Checksum);
             }
         }
-        let mut options = TcpOptions::default();
-        let mut rest = packet.options();
-        if let Some(ts) = timestamp_only(rest) {
+        let opts = packet.options();
+        if let Some(ts) = timestamp_only(opts) {
             // The usual data/ACK segment: NOP NOP TS and nothing else (same result as
-            // the general loop below, without walking option by option).
-            options.timestamp = Some(ts);
-            rest = &[];
-        }
-        let mut sack_n = 0;
-        while !rest.is_empty() {
-            let Ok((next, opt)) = TcpOption::parse(rest) else {
-                break;
+            // `TcpOptions::parse`, without walking option by option). Its own return:
+            // the options are stored straight into the result, not built in a local
+            // and copied (the copy's wide loads waited on the local's narrow stores).
+            let options = TcpOptions {
+                timestamp: Some(ts),
+                ..TcpOptions::default()
             };
-            match opt {
-                TcpOption::EndOfList => break,
-                TcpOption::NoOperation | TcpOption::Unknown { .. } => {}
-                TcpOption::MaxSegmentSize(m) => options.mss = Some(m),
-                TcpOption::WindowScale(w) => options.wscale = Some(w),
-                TcpOption::SackPermitted => options.sack_permitted = true,
-                TcpOption::SackRange(ranges) => {
-                    for (l, r) in ranges.iter().flatten() {
-                        if sack_n < MAX_SACK_BLOCKS {
-                            options.sack_blocks[sack_n] = Some((SeqNumber(*l), SeqNumber(*r)));
-                            sack_n += 1;
-                        }
-                    }
-                }
-                TcpOption::TimeStamp { tsval, tsecr } => options.timestamp = Some((tsval, tsecr)),
-            }
-            rest = next;
+            return Ok(TcpSegment::of(&packet, src_ip, dst_ip, options));
         }
-        Ok(TcpSegment {
+        Ok(TcpSegment::of(
+            &packet,
+            src_ip,
+            dst_ip,
+            TcpOptions::parse(opts),
+        ))
+    }
+
+    /// The segment of a checked `packet` with its parsed `options`.
+    #[inline(always)]
+    fn of(
+        packet: &TcpPacket<&'a [u8]>,
+        src_ip: [u8; 4],
+        dst_ip: [u8; 4],
+        options: TcpOptions,
+    ) -> TcpSegment<'a> {
+        TcpSegment {
             tuple: FourTuple {
                 local_ip: dst_ip,
                 local_port: packet.dst_port(),
@@ -266,7 +294,7 @@ impl<'a> TcpSegment<'a> {
             window: packet.window_len(),
             options,
             payload: packet.payload(),
-        })
+        }
     }
 
     /// Sequence space the segment occupies: payload plus one for SYN and one for FIN.
