@@ -298,9 +298,11 @@ impl Side {
         tx: &mut Vec<Vec<u8>>,
         buf: &mut [u8],
     ) -> usize {
+        let mut pass = self.eng.receiver(now);
         for f in rx {
-            self.eng.handle_frame(now, f, &mut self.mem);
+            pass.handle_frame(f, &mut self.mem);
         }
+        drop(pass);
         if self.eng.poll_timeout().is_some_and(|t| t <= now) {
             self.eng.handle_timeout(now, &mut self.mem);
         }

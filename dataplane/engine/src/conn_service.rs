@@ -74,7 +74,7 @@ impl EngineCore {
     /// Gives the QP back the descriptors of FPDUs TCP has acknowledged (their WRs
     /// complete).
     #[inline]
-    fn release_acked(&mut self, conn: &mut Conn) {
+    pub(crate) fn release_acked(&mut self, conn: &mut Conn) {
         if let (true, Some(qp)) = (conn.qp_ready, conn.qp) {
             let rnic = &mut self.rnic;
             conn.mpa.released_pooled(

@@ -89,6 +89,10 @@ pub(crate) struct EngineCore {
     /// The budget of RSTs answering segments for no connection
     /// (`no_connection_rsts_per_s`; why: where a segment finds no connection).
     pub(crate) rst_budget: SecondBudget,
+    /// The connection whose last inbound segments were handled in the open receive pass
+    /// without being serviced and re-armed yet ([`crate::Receiver`]): that is done once,
+    /// when the pass moves to anything else or ends.
+    pub(crate) rx_deferred: Option<ConnId>,
 }
 
 /// The sans-IO iWARP engine of one core.
@@ -230,6 +234,7 @@ impl Engine {
             pool_wait: ReadyList::new(cfg.max_conns),
             rings_promised: 0,
             rst_budget: SecondBudget::new(),
+            rx_deferred: None,
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -343,8 +348,33 @@ impl Engine {
         &self.core.mpa_pool
     }
 
-    /// Handles one inbound Ethernet frame.
+    /// Handles one inbound Ethernet frame. To handle several, a [`crate::Receiver`] does
+    /// less work per frame.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8], mem: &mut impl Memory) {
+        self.handle_frame_deferred(now, frame, mem);
+        self.flush_rx_deferred(now);
+    }
+
+    /// Services and re-arms the connection whose segments the receive pass handled last.
+    pub(crate) fn flush_rx_deferred(&mut self, now: Instant) {
+        let Some(id) = self.core.rx_deferred.take() else {
+            return;
+        };
+        if let Some(conn) = self.conns.get_mut(id) {
+            self.core.service(now, id, conn);
+            self.core.touch(id, conn);
+        }
+    }
+
+    /// [`Engine::handle_frame`] inside a receive pass: a segment of the connection
+    /// handled last leaves it unserviced (see `EngineCore::rx_deferred`); anything else
+    /// services it first.
+    pub(crate) fn handle_frame_deferred(
+        &mut self,
+        now: Instant,
+        frame: &[u8],
+        mem: &mut dyn Memory,
+    ) {
         let c = &mut self.core.counters;
         c.frames_in += 1;
         c.bytes_in += frame.len() as u64;
@@ -355,9 +385,15 @@ impl Engine {
             .handle_frame(now, frame, &mut self.core.counters)
         {
             Ingress::Tcp(t) => self.handle_tcp(now, t, mem),
-            Ingress::FragNeeded(f) => self.handle_frag_needed(now, *f),
+            Ingress::FragNeeded(f) => {
+                self.flush_rx_deferred(now);
+                self.handle_frag_needed(now, *f)
+            }
             // ARP may have resolved a next hop some connection waits for.
-            Ingress::Done => self.core.wake_arp_waiters(),
+            Ingress::Done => {
+                self.flush_rx_deferred(now);
+                self.core.wake_arp_waiters()
+            }
         }
     }
 
@@ -411,7 +447,11 @@ impl Engine {
                 return;
             }
         };
-        if let Some(id) = self.conns.lookup(&seg.tuple) {
+        let found = self.conns.lookup(&seg.tuple);
+        if found.is_none() || found != self.core.rx_deferred {
+            self.flush_rx_deferred(now);
+        }
+        if let Some(id) = found {
             self.core.counters.tcp_segments_in += 1;
             if seg.flags.rst {
                 self.core.counters.tcp_rsts_received += 1;
@@ -436,8 +476,13 @@ impl Engine {
             let gleaned = hop == t.src_ip
                 && !core.iface.arp.resolved_at(hop, conn.arp_hint)
                 && core.iface.arp.glean(now, hop, t.src_mac, false);
-            core.service(now, id, conn);
-            core.touch(id, conn);
+            // What the segment acknowledged completes now, before the next segment's
+            // receive completions, as one by one (an ACK and the next message often
+            // come back to back: the send and receive queues' completions keep the
+            // order they had); the rest of the service and the re-arm wait until the
+            // receive pass moves on (at once outside one).
+            core.release_acked(conn);
+            core.rx_deferred = Some(id);
             if gleaned {
                 core.counters.arp_gleaned += 1;
                 core.wake_arp_waiters();

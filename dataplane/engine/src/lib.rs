@@ -15,7 +15,9 @@
 //! `poll_event` until `None`, then `poll_timeout`. A caller with a burst of frame buffers
 //! sends through one [`Transmitter`] ([`Engine::transmitter`]) instead: the same frames, a
 //! connection keeping its turn for up to `EngineConfig::tx_turn_segs_max` segments
-//! (default [`TX_TURN_SEGS_MAX`]), with less work per segment.
+//! (default [`TX_TURN_SEGS_MAX`]), with less work per segment. A burst of inbound frames
+//! goes in through one [`Receiver`] ([`Engine::receiver`]): the same outputs as
+//! `handle_frame` per frame, a connection serviced once per run of its segments.
 //!
 //! # Differences from the Seam 4 sketch of `docs/ENGINE.md`
 //!
@@ -67,6 +69,7 @@ pub mod event;
 pub mod glue;
 pub mod iface;
 mod nudge;
+mod receive;
 pub mod sched;
 mod transmit;
 mod verbs;
@@ -81,4 +84,5 @@ pub use conn_table::ListenError;
 pub use counters::{Counters, DropReason};
 pub use engine::Engine;
 pub use event::{ConnectFailure, Event, PrivateData, PRIVATE_DATA_MAX};
+pub use receive::Receiver;
 pub use transmit::{Transmitter, TX_TURN_SEGS_MAX};

@@ -36,20 +36,23 @@ impl<M: Memory> Core<M> {
         );
         let port_id = *id;
         let mut first = true;
-        io.rx_burst(self.cfg.rx_burst, &mut |frame: &[u8]| {
+        // One receive pass for the burst: a connection's segments that arrive together
+        // are serviced once (engine `Receiver`).
+        let mut pass = engine.receiver(now);
+        let n = io.rx_burst(self.cfg.rx_burst, &mut |frame: &[u8]| {
             if first {
                 // The burst is off the device (FrameIo::rx_burst): every receive posted
                 // before any of its frames was sent is rung by now.
                 first = false;
                 for slot in apps.iter_mut().flatten().filter(|s| s.port == i) {
-                    slot.app.before_frames(now, engine, mem);
+                    slot.app.before_frames(now, pass.engine(), mem);
                 }
             }
             counters.c.frames_rx += 1;
             counters.c.bytes_rx += frame.len() as u64;
             record(capture, lc, index, CaptureDir::Rx, now, frame);
             match steering.route(me, frame) {
-                Route::Here => engine.handle_frame(now, frame, mem),
+                Route::Here => pass.handle_frame(frame, mem),
                 Route::Core(owner) => {
                     let ring = forward.out.get(owner).and_then(Option::as_ref);
                     let kind = ForwardKind::Owned as u8;
@@ -60,7 +63,7 @@ impl<M: Memory> Core<M> {
                     }
                 }
                 Route::AllCores => {
-                    engine.handle_frame(now, frame, mem);
+                    pass.handle_frame(frame, mem);
                     for &c in steering.cores() {
                         if c == me {
                             continue;
@@ -75,7 +78,9 @@ impl<M: Memory> Core<M> {
                     }
                 }
             }
-        })
+        });
+        drop(pass);
+        n
     }
 
     /// Handles frames other cores forwarded here.

@@ -13,6 +13,13 @@ pub trait Station {
     fn drain(&mut self, now: Instant, out: &mut Vec<Vec<u8>>);
     /// Hands it a frame received at `now`.
     fn deliver(&mut self, now: Instant, frame: &[u8]);
+    /// Hands it the frames of one round received at `now`, in order (an engine takes
+    /// them in one receive pass, as the daemon takes a burst); by default one by one.
+    fn deliver_burst(&mut self, now: Instant, frames: &[Vec<u8>]) {
+        for f in frames {
+            self.deliver(now, f);
+        }
+    }
     /// Its next timer.
     fn poll_timeout(&self) -> Option<Instant>;
     /// Runs its timers due at `now`.
@@ -37,6 +44,13 @@ macro_rules! engine_station {
 
             fn deliver(&mut self, now: $crate::wire::Instant, frame: &[u8]) {
                 self.$eng.handle_frame(now, frame, &mut self.$mem);
+            }
+
+            fn deliver_burst(&mut self, now: $crate::wire::Instant, frames: &[Vec<u8>]) {
+                let mut pass = self.$eng.receiver(now);
+                for f in frames {
+                    pass.handle_frame(f, &mut self.$mem);
+                }
             }
 
             fn poll_timeout(&self) -> Option<$crate::wire::Instant> {
@@ -106,6 +120,7 @@ pub fn settle<A: Station, B: Station>(
     mut filter: impl FnMut(bool, &mut Vec<u8>) -> bool,
 ) -> bool {
     let (mut fa, mut fb) = (Vec::new(), Vec::new());
+    let mut passed = Vec::new();
     for _ in 0..s.max_rounds {
         a.drain(*now, &mut fa);
         b.drain(*now, &mut fb);
@@ -121,16 +136,19 @@ pub fn settle<A: Station, B: Station>(
             continue;
         }
         *now += s.step;
-        for mut f in fa.drain(..) {
-            if filter(true, &mut f) {
-                b.deliver(*now, &f);
-            }
-        }
-        for mut f in fb.drain(..) {
-            if filter(false, &mut f) {
-                a.deliver(*now, &f);
-            }
-        }
+        // Each direction's frames of the round arrive as one burst.
+        passed.clear();
+        passed.extend(
+            fa.drain(..)
+                .filter_map(|mut f| filter(true, &mut f).then_some(f)),
+        );
+        b.deliver_burst(*now, &passed);
+        passed.clear();
+        passed.extend(
+            fb.drain(..)
+                .filter_map(|mut f| filter(false, &mut f).then_some(f)),
+        );
+        a.deliver_burst(*now, &passed);
     }
     false
 }

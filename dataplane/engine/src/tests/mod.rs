@@ -9,6 +9,7 @@ mod harness;
 mod memory;
 mod neighbour;
 mod nudge;
+mod receive_pass;
 mod reject_fin;
 mod responder;
 mod scale;

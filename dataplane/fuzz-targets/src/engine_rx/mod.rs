@@ -260,10 +260,13 @@ fn run(data: &[u8]) -> bool {
                 } else {
                     (&mut p.a.eng, &mut p.a.mem)
                 };
-                to.handle_frame(p.now, &f, mem);
+                // Both in one receive pass, as a burst off the wire.
+                let mut pass = to.receiver(p.now);
+                pass.handle_frame(&f, mem);
                 if op & 0x40 != 0 {
-                    to.handle_frame(p.now, &t.frame, mem);
+                    pass.handle_frame(&t.frame, mem);
                 }
+                drop(pass);
                 p.run(false, Duration::ZERO);
             }
             5 | 6 => {
