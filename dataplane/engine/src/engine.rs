@@ -467,6 +467,7 @@ impl Engine {
             };
             let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
             let before = *conn.tcp.counters();
+            let acked = conn.tcp.acked_offset();
             conn.tcp.handle_segment(now, seg, &mut TcpRx(rx));
             core.counters.take_tcp_input(&before, conn.tcp.counters());
             core.counters.conn_visits += 1;
@@ -481,7 +482,9 @@ impl Engine {
             // come back to back: the send and receive queues' completions keep the
             // order they had); the rest of the service and the re-arm wait until the
             // receive pass moves on (at once outside one).
-            core.release_acked(conn);
+            if conn.tcp.acked_offset() != acked {
+                core.release_acked(conn);
+            }
             core.rx_deferred = Some(id);
             if gleaned {
                 core.counters.arp_gleaned += 1;
