@@ -348,11 +348,10 @@ impl Engine {
         &self.core.mpa_pool
     }
 
-    /// Handles one inbound Ethernet frame. To handle several, a [`crate::Receiver`] does
-    /// less work per frame.
+    /// Handles one inbound Ethernet frame: a receive pass of one frame. To handle several,
+    /// one [`crate::Receiver`] does less work per frame.
     pub fn handle_frame(&mut self, now: Instant, frame: &[u8], mem: &mut impl Memory) {
-        self.handle_frame_deferred(now, frame, mem);
-        self.flush_rx_deferred(now);
+        self.receiver(now).handle_frame(frame, mem);
     }
 
     /// Services and re-arms the connection whose segments the receive pass handled last.
@@ -448,7 +447,8 @@ impl Engine {
             }
         };
         let found = self.conns.lookup(&seg.tuple);
-        if found.is_none() || found != self.core.rx_deferred {
+        // Another connection's segment, or one for none: the deferred one is done first.
+        if found != self.core.rx_deferred {
             self.flush_rx_deferred(now);
         }
         if let Some(id) = found {

@@ -34,6 +34,13 @@ pub fn config(last: u8) -> EngineConfig {
     }
 }
 
+/// [`config`] with a congestion window that lets a 64 KiB Write go at once.
+pub fn wide(last: u8) -> EngineConfig {
+    let mut c = config(last);
+    c.tcp.initial_cwnd_segments = 128;
+    c
+}
+
 impl Node {
     pub fn with_config(cfg: EngineConfig) -> Node {
         let mut eng = Engine::new(cfg);

@@ -6,18 +6,10 @@
 use iwarp_types::{Cqe, QpId, RecvWr, SendFlags, SendOp, SendWr, WcStatus};
 
 use super::b2b::{establish, establish_two, pattern, sge};
-use super::harness::{config, Node, Pair};
-use crate::EngineConfig;
+use super::harness::{wide, Node, Pair};
 
 /// Bytes each Write carries: 45 segments at MSS 1460.
 const LEN: usize = 64 * 1024;
-
-/// A congestion window that lets a whole Write go at once.
-fn wide(last: u8) -> EngineConfig {
-    let mut c = config(last);
-    c.tcp.initial_cwnd_segments = 128;
-    c
-}
 
 /// Hands `frames` to `to`: in one receive pass, or one `handle_frame` call each.
 fn deliver(to: &mut Node, now: iwarp_types::Instant, frames: &[Vec<u8>], in_a_pass: bool) {

@@ -5,19 +5,12 @@
 use iwarp_types::{QpId, SendFlags, SendOp, SendWr, WcStatus};
 
 use super::b2b::{establish, establish_two, pattern, sge};
-use super::harness::{config, Pair};
+use super::harness::{wide, Pair};
 use crate::iface::L4_OFFSET;
 use crate::{EngineConfig, TX_TURN_SEGS_MAX};
 
 /// Bytes each Write carries: 45 segments at MSS 1460.
 const LEN: usize = 64 * 1024;
-
-/// A congestion window that lets a whole Write go at once.
-fn wide(last: u8) -> EngineConfig {
-    let mut c = config(last);
-    c.tcp.initial_cwnd_segments = 128;
-    c
-}
 
 /// Posts a signaled Write of `LEN` pattern bytes (`wr_id` `i`) from A's offset
 /// `i * LEN` to the same offset at B.
