@@ -614,8 +614,15 @@ impl TcpConn {
         self.timers.set(Timer::TimeWait, now + msl + msl);
     }
 
-    /// Our timestamp clock value.
+    /// Our timestamp clock value. The default tick (1 us) skips the division: every
+    /// segment sent asks, and a 64-bit divide by a run-time value is the slowest
+    /// instruction on that path.
     pub(crate) fn ts_now(&self, now: Instant) -> u32 {
-        ((now.as_micros() / self.cfg.ts_tick_us) as u32).wrapping_add(self.iss.0)
+        let us = now.as_micros();
+        let ticks = match self.cfg.ts_tick_us {
+            1 => us,
+            tick => us / tick,
+        };
+        (ticks as u32).wrapping_add(self.iss.0)
     }
 }

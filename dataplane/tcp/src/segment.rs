@@ -75,6 +75,36 @@ pub struct TcpOptions {
     pub timestamp: Option<(u32, u32)>,
 }
 
+/// Offsets of the TCP header's fields (RFC 9293 3.1), for the emitter of the usual
+/// segment ([`TcpHeader::emit`]'s timestamp-only path); everything else reads and writes
+/// through smoltcp's view, whose offsets are private.
+mod field {
+    use core::ops::Range;
+    pub const SRC_PORT: Range<usize> = 0..2;
+    pub const DST_PORT: Range<usize> = 2..4;
+    pub const SEQ: Range<usize> = 4..8;
+    pub const ACK: Range<usize> = 8..12;
+    /// Data offset (high nibble), reserved bits and the flags octet.
+    pub const OFFSET_FLAGS: Range<usize> = 12..14;
+    pub const WINDOW: Range<usize> = 14..16;
+    pub const CHECKSUM: Range<usize> = 16..18;
+    /// Checksum and urgent pointer.
+    pub const CHECKSUM_URGENT: Range<usize> = 16..20;
+}
+
+/// The IPv4 pseudo-header's one's-complement sum (RFC 9293 3.1) for a TCP segment of
+/// `len` octets, not complemented: what a NIC that completes the checksum expects in the
+/// field (`smoltcp::wire::ip::checksum::pseudo_header_v4`'s value, tested).
+fn pseudo_header_sum(tuple: &FourTuple, len: usize) -> u16 {
+    let word = |b: [u8; 4]| u32::from(u16::from_be_bytes([b[0], b[1]])) + u32::from(u16::from_be_bytes([b[2], b[3]]));
+    let sum = word(tuple.local_ip)
+        + word(tuple.remote_ip)
+        + u32::from(u8::from(IpProtocol::Tcp))
+        + u32::from(len as u16);
+    let sum = (sum >> 16) + (sum & 0xffff);
+    ((sum >> 16) + sum) as u16
+}
+
 /// Length of the timestamps-only option block: NOP, NOP, kind 8, length 10, TSval, TSecr.
 const TS_ONLY_LEN: usize = 12;
 /// Its first four octets.
@@ -338,6 +368,70 @@ impl TcpHeader {
         buf: &mut [u8],
         checksum_offload: bool,
     ) -> Option<usize> {
+        if let (Some(ts), true) = (self.options.timestamp, self.options.is_timestamp_only()) {
+            return self.emit_ts_only(tuple, ts, payload_len, buf, checksum_offload);
+        }
+        self.emit_general(tuple, payload_len, buf, checksum_offload)
+    }
+
+    /// [`TcpHeader::emit`] for the usual data or ACK segment, whose one option is the
+    /// timestamp: its 32 octets stored field by field in place, and with the checksum
+    /// offloaded the pseudo-header sum added in one register. The general path sets
+    /// the data offset and each flag through a read-modify-write of smoltcp's view and
+    /// sums the pseudo-header in three folded pieces: 5 % of the transmit path's
+    /// instructions for a header that is the same every segment but for five fields.
+    /// Byte-identical to [`TcpHeader::emit_general`] (tested).
+    fn emit_ts_only(
+        &self,
+        tuple: &FourTuple,
+        (tsval, tsecr): (u32, u32),
+        payload_len: usize,
+        buf: &mut [u8],
+        checksum_offload: bool,
+    ) -> Option<usize> {
+        const HLEN: usize = TCP_HEADER_LEN + TS_ONLY_LEN;
+        let total = HLEN.checked_add(payload_len)?;
+        let seg = buf.get_mut(..total)?;
+        let f = &self.flags;
+        let flags = u8::from(f.fin)
+            | u8::from(f.syn) << 1
+            | u8::from(f.rst) << 2
+            | u8::from(f.psh) << 3
+            | u8::from(f.ack) << 4;
+        let ack = if f.ack { self.ack.0 } else { 0 };
+        seg[field::SRC_PORT].copy_from_slice(&tuple.local_port.to_be_bytes());
+        seg[field::DST_PORT].copy_from_slice(&tuple.remote_port.to_be_bytes());
+        seg[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        seg[field::ACK].copy_from_slice(&ack.to_be_bytes());
+        seg[field::OFFSET_FLAGS].copy_from_slice(&[((HLEN / 4) as u8) << 4, flags]);
+        seg[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
+        seg[field::CHECKSUM_URGENT].copy_from_slice(&[0; 4]);
+        let opts = &mut seg[TCP_HEADER_LEN..HLEN];
+        opts[..4].copy_from_slice(&TS_ONLY_PREFIX);
+        opts[4..8].copy_from_slice(&tsval.to_be_bytes());
+        opts[8..].copy_from_slice(&tsecr.to_be_bytes());
+        let sum = if checksum_offload {
+            pseudo_header_sum(tuple, total)
+        } else {
+            let mut packet = TcpPacket::new_unchecked(&mut *seg);
+            packet.fill_checksum(
+                &IpAddress::Ipv4(Ipv4Address::from(tuple.local_ip)),
+                &IpAddress::Ipv4(Ipv4Address::from(tuple.remote_ip)),
+            );
+            return Some(total);
+        };
+        seg[field::CHECKSUM].copy_from_slice(&sum.to_be_bytes());
+        Some(total)
+    }
+
+    /// [`TcpHeader::emit`] for any header, through smoltcp's view.
+    fn emit_general(
+        &self,
+        tuple: &FourTuple,
+        payload_len: usize,
+        buf: &mut [u8],
+        checksum_offload: bool,
+    ) -> Option<usize> {
         let hlen = self.header_len();
         let total = hlen.checked_add(payload_len)?;
         if hlen > TCP_MAX_HEADER_LEN || buf.len() < total {
@@ -471,6 +565,72 @@ mod tests {
         assert_eq!(sack.emit(&tuple(), 0, &mut b2, false), Some(44));
         let seg = TcpSegment::parse(SRC, DST, &b2, true).unwrap();
         assert_eq!(seg.options, sack.options);
+    }
+
+    /// The timestamp-only emitter writes what the general one writes, for any fields,
+    /// flags, lengths, addresses and either checksum mode; the pseudo-header sum is
+    /// smoltcp's.
+    #[test]
+    fn timestamp_only_emit_is_the_general_emit() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for i in 0..4_000 {
+            let r = next();
+            let tuple = FourTuple {
+                local_ip: (next() as u32).to_be_bytes(),
+                local_port: r as u16,
+                remote_ip: (next() as u32).to_be_bytes(),
+                remote_port: (r >> 16) as u16,
+            };
+            let flags = TcpFlags {
+                fin: r >> 32 & 1 != 0,
+                syn: r >> 33 & 1 != 0,
+                rst: r >> 34 & 1 != 0,
+                psh: r >> 35 & 1 != 0,
+                ack: r >> 36 & 1 != 0,
+                // Never sent (both emitters leave URG clear).
+                urg: r >> 37 & 1 != 0,
+            };
+            let h = TcpHeader {
+                seq: SeqNumber(next() as u32),
+                ack: SeqNumber(next() as u32),
+                flags,
+                window: (r >> 40) as u16,
+                options: TcpOptions {
+                    timestamp: Some((next() as u32, next() as u32)),
+                    ..Default::default()
+                },
+            };
+            let payload_len = (next() % 1500) as usize;
+            let offload = i % 2 == 0;
+            let mut fast = vec![0x5au8; 32 + payload_len + 7];
+            let mut general = fast.clone();
+            for (k, b) in fast[32..32 + payload_len].iter_mut().enumerate() {
+                *b = (k as u8).wrapping_mul(31);
+            }
+            general.copy_from_slice(&fast);
+            let a = h.emit(&tuple, payload_len, &mut fast, offload);
+            let b = h.emit_general(&tuple, payload_len, &mut general, offload);
+            assert_eq!(a, b);
+            assert_eq!(fast, general, "case {i}");
+            assert_eq!(
+                pseudo_header_sum(&tuple, payload_len + 32),
+                checksum::pseudo_header_v4(
+                    &Ipv4Address::from(tuple.local_ip),
+                    &Ipv4Address::from(tuple.remote_ip),
+                    IpProtocol::Tcp,
+                    (payload_len + 32) as u32
+                )
+            );
+            // Too short a buffer: refused by both.
+            let mut short = vec![0u8; 31 + payload_len];
+            assert_eq!(h.emit(&tuple, payload_len, &mut short, offload), None);
+        }
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::conn::{TcpEvent, TcpState};
 use crate::segment::TcpOptions;
 use crate::seq::SeqNumber;
 use crate::test_harness::*;
+use crate::test_util::us;
 
 // ---- Sending ----
 
@@ -404,4 +405,22 @@ fn window_smaller_than_a_record_splits_instead_of_deadlocking() {
     let b = h.out().unwrap();
     assert_eq!(b.seq, h.seq(500));
     assert_eq!(b.payload.len(), 300);
+}
+
+/// Our timestamp clock runs in ticks of `ts_tick_us` (the default, 1 us, without the
+/// division), from the ISS, wrapping.
+#[test]
+fn timestamp_clock_counts_ticks_of_the_configured_length() {
+    for (tick, want) in [(1, 5_000), (1_000, 5), (7, 714)] {
+        let h = H::connect(TcpConfig {
+            timestamps: true,
+            ts_tick_us: tick,
+            ..cfg()
+        });
+        let start = h.c.ts_now(us(0));
+        assert_eq!(start, OUR_ISS.0, "tick {tick}");
+        assert_eq!(h.c.ts_now(us(5_000)).wrapping_sub(start), want, "tick {tick}");
+        let far = us(u64::from(u32::MAX) * tick + 3 * tick);
+        assert_eq!(h.c.ts_now(far).wrapping_sub(start), 2, "tick {tick}: wraps");
+    }
 }
