@@ -238,7 +238,9 @@ pub unsafe fn copy_crc32c_to_raw(dst: *mut u8, src: &[u8], crc: u32) -> u32 {
 /// that have it ([`has_wide`]), else the 256-bit one ([`has_ymm`]); up to
 /// [`SHORT_MAX_LEN`] bytes the `crc32` instruction inline; the `crc32c` crate otherwise
 /// (its 3-way `crc32` instruction runs 9-16 GiB/s at 1.4-64 KiB on the AMD EPYC VM of
-/// docs/BENCHMARKS.md).
+/// docs/BENCHMARKS.md). Inlined: a dispatch on the length and the CPU, several times per
+/// FPDU.
+#[inline]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     if data.len() <= SHORT_MAX_LEN && has_crc32_instruction() {

@@ -35,6 +35,15 @@ struct Turn {
     left: u32,
 }
 
+/// Where a frame of a transmit pass came from.
+#[derive(Clone, Copy)]
+enum From {
+    /// A connection's TCP segment.
+    Conn,
+    /// The interface's control queue or an ARP-held frame.
+    Control,
+}
+
 /// One transmit pass over the engine ([`Engine::transmitter`]): call
 /// [`Transmitter::next`] for each frame buffer until it returns `None` or the caller has
 /// no more buffers, then drop it. Dropping it ends the open turn (the connection's timers
@@ -79,17 +88,24 @@ impl Transmitter<'_> {
     /// The next frame, written into `buf` (as [`Engine::poll_transmit`]); `None` when
     /// nothing is due now.
     pub fn next(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let n = self.next_inner(buf)?;
+        let (n, from) = self.next_inner(buf)?;
+        let frame = buf.get(..n).unwrap_or_default();
+        // A connection's segment has its TCP header at `L4_OFFSET`, written by its TCP;
+        // a control frame (ARP, ICMP, a reset for no connection) is parsed.
+        let rst = match from {
+            From::Conn => frame.get(L4_OFFSET..).is_some_and(iwarp_tcp::has_rst),
+            From::Control => is_tcp_rst(frame),
+        };
         let c = &mut self.eng.core.counters;
         c.frames_out += 1;
         c.bytes_out += n as u64;
-        if buf.get(..n).is_some_and(is_tcp_rst) {
+        if rst {
             c.tcp_rsts_sent += 1;
         }
         Some(n)
     }
 
-    fn next_inner(&mut self, buf: &mut [u8]) -> Option<usize> {
+    fn next_inner(&mut self, buf: &mut [u8]) -> Option<(usize, From)> {
         let (now, mem) = (self.now, self.mem);
         let eng = &mut *self.eng;
         let frame_max = eng.core.iface.frame_len_max().min(buf.len());
@@ -107,7 +123,7 @@ impl Transmitter<'_> {
         eng.core.wake_pool_waiters(&mut eng.conns);
         // Control frames first.
         if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
-            return Some(n);
+            return Some((n, From::Control));
         }
         if frame_max <= L4_OFFSET {
             return None;
@@ -118,7 +134,7 @@ impl Transmitter<'_> {
                     left: turn.left - 1,
                     ..turn
                 });
-                return Some(n);
+                return Some((n, From::Conn));
             }
             // Nothing more now: the turn ends without a place on the ready list.
             eng.end_turn(turn.id, false);
@@ -128,7 +144,7 @@ impl Transmitter<'_> {
         loop {
             // A connection may have just queued an ARP request.
             if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
-                return Some(n);
+                return Some((n, From::Control));
             }
             if budget == 0 {
                 // Rings came back meanwhile (a connection retired): its waiters go now.
@@ -148,7 +164,7 @@ impl Transmitter<'_> {
                     id,
                     left: eng.core.cfg.tx_turn_segs_max.saturating_sub(1),
                 });
-                return Some(n);
+                return Some((n, From::Conn));
             }
             eng.end_turn(id, false);
         }

@@ -291,6 +291,9 @@ impl<D> TxQueue<D> {
     /// Index of the FPDU holding `offset` (the ring's length if none does): the FPDU of
     /// the previous lookup or its successor when one of them holds it (sequential
     /// transmission), a binary search otherwise (retransmissions).
+    ///
+    /// The sequential case is inlined into its two callers (each segment asks twice).
+    #[inline(always)]
     fn find(&self, offset: u64) -> usize {
         let hint = self.hint.get().wrapping_sub(self.released) as usize;
         for i in [hint, hint.wrapping_add(1)] {
@@ -301,6 +304,11 @@ impl<D> TxQueue<D> {
                 }
             }
         }
+        self.search(offset)
+    }
+
+    /// [`TxQueue::find`] by binary search.
+    fn search(&self, offset: u64) -> usize {
         let i = self.ring.partition_point(|e| e.end() <= offset);
         self.hint.set(self.released + i as u64);
         i

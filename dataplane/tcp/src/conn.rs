@@ -465,6 +465,7 @@ impl TcpConn {
 
     /// Bytes that could be sent now: the smaller of the peer's window and the congestion
     /// window, less what is in flight.
+    #[inline]
     pub fn send_window_room(&self) -> usize {
         if !self.state.is_synchronized() {
             return 0;
@@ -559,6 +560,7 @@ impl TcpConn {
     }
 
     /// Data in flight, RFC 6675 style: outstanding minus SACKed minus lost-not-resent.
+    #[inline]
     pub(crate) fn pipe(&self) -> u64 {
         let out = self.snd_nxt.saturating_sub(self.snd_una);
         if !self.in_recovery {

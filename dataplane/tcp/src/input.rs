@@ -425,7 +425,16 @@ impl TcpConn {
 
     /// Folds the segment's SACK blocks into the scoreboard (validated against what was
     /// sent, RFC 2018 / RFC 6675).
+    /// Inlined: most segments carry no block and leave at the first test.
+    #[inline]
     fn take_sack(&mut self, seg: &TcpSegment<'_>) {
+        if !self.in_recovery && seg.options.sack_blocks.iter().all(Option::is_none) {
+            return;
+        }
+        self.take_sack_blocks(seg);
+    }
+
+    fn take_sack_blocks(&mut self, seg: &TcpSegment<'_>) {
         let una = self.seq_of(self.snd_una);
         let max = self.seq_of(self.snd_max);
         for (l, r) in seg.options.sack_blocks.iter().flatten() {

@@ -63,8 +63,8 @@ pub use config::{Congestion, KeepaliveConfig, TcpConfig};
 pub use conn::{RxSink, TcpConn, TcpCounters, TcpEvent, TcpState, TxSource};
 pub use isn::IsnGenerator;
 pub use segment::{
-    FourTuple, TcpFlags, TcpHeader, TcpOptions, TcpParseError, TcpSegment, MAX_SACK_BLOCKS,
-    TCP_HEADER_LEN, TCP_MAX_HEADER_LEN,
+    has_rst, FourTuple, TcpFlags, TcpHeader, TcpOptions, TcpParseError, TcpSegment,
+    MAX_SACK_BLOCKS, TCP_HEADER_LEN, TCP_MAX_HEADER_LEN,
 };
 pub use seq::SeqNumber;
 pub use timer::Timer;

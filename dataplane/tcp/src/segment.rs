@@ -92,11 +92,26 @@ mod field {
     pub const CHECKSUM_URGENT: Range<usize> = 16..20;
 }
 
+/// True if the TCP header at the start of `segment` has RST set; a segment shorter than
+/// the flags octet has not. For counting what this stack sent (the header is ours), not
+/// for parsing input.
+#[inline]
+pub fn has_rst(segment: &[u8]) -> bool {
+    segment
+        .get(field::OFFSET_FLAGS.end - 1)
+        .is_some_and(|f| f & FLAG_RST != 0)
+}
+
+/// The RST bit of the flags octet.
+const FLAG_RST: u8 = 0x04;
+
 /// The IPv4 pseudo-header's one's-complement sum (RFC 9293 3.1) for a TCP segment of
 /// `len` octets, not complemented: what a NIC that completes the checksum expects in the
 /// field (`smoltcp::wire::ip::checksum::pseudo_header_v4`'s value, tested).
 fn pseudo_header_sum(tuple: &FourTuple, len: usize) -> u16 {
-    let word = |b: [u8; 4]| u32::from(u16::from_be_bytes([b[0], b[1]])) + u32::from(u16::from_be_bytes([b[2], b[3]]));
+    let word = |b: [u8; 4]| {
+        u32::from(u16::from_be_bytes([b[0], b[1]])) + u32::from(u16::from_be_bytes([b[2], b[3]]))
+    };
     let sum = word(tuple.local_ip)
         + word(tuple.remote_ip)
         + u32::from(u8::from(IpProtocol::Tcp))
@@ -163,6 +178,7 @@ impl TcpOptions {
     }
 
     /// Bytes these options take on the wire, padded to a multiple of 4.
+    #[inline]
     pub fn wire_len(&self) -> usize {
         let mut n = 0;
         if self.mss.is_some() {
@@ -353,6 +369,7 @@ pub struct TcpHeader {
 
 impl TcpHeader {
     /// Header length including options.
+    #[inline]
     pub fn header_len(&self) -> usize {
         TCP_HEADER_LEN + self.options.wire_len()
     }
@@ -395,7 +412,7 @@ impl TcpHeader {
         let f = &self.flags;
         let flags = u8::from(f.fin)
             | u8::from(f.syn) << 1
-            | u8::from(f.rst) << 2
+            | if f.rst { FLAG_RST } else { 0 }
             | u8::from(f.psh) << 3
             | u8::from(f.ack) << 4;
         let ack = if f.ack { self.ack.0 } else { 0 };
@@ -631,6 +648,38 @@ mod tests {
             let mut short = vec![0u8; 31 + payload_len];
             assert_eq!(h.emit(&tuple, payload_len, &mut short, offload), None);
         }
+    }
+
+    #[test]
+    fn has_rst_reads_the_flag_of_an_emitted_header() {
+        for rst in [false, true] {
+            for ts in [None, Some((1, 2))] {
+                let h = TcpHeader {
+                    flags: TcpFlags {
+                        rst,
+                        ack: true,
+                        ..Default::default()
+                    },
+                    options: TcpOptions {
+                        timestamp: ts,
+                        ..Default::default()
+                    },
+                    ..syn_header()
+                };
+                let mut buf = [0u8; 64];
+                let n = h.emit(&tuple(), 0, &mut buf, true).unwrap();
+                assert_eq!(has_rst(&buf[..n]), rst);
+                assert_eq!(
+                    TcpSegment::parse(SRC, DST, &buf[..n], false)
+                        .unwrap()
+                        .flags
+                        .rst,
+                    rst
+                );
+            }
+        }
+        assert!(!has_rst(&[0xff; 13]), "shorter than the flags octet");
+        assert!(has_rst(&[0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x50, 0x04]));
     }
 
     #[test]

@@ -419,7 +419,11 @@ fn timestamp_clock_counts_ticks_of_the_configured_length() {
         });
         let start = h.c.ts_now(us(0));
         assert_eq!(start, OUR_ISS.0, "tick {tick}");
-        assert_eq!(h.c.ts_now(us(5_000)).wrapping_sub(start), want, "tick {tick}");
+        assert_eq!(
+            h.c.ts_now(us(5_000)).wrapping_sub(start),
+            want,
+            "tick {tick}"
+        );
         let far = us(u64::from(u32::MAX) * tick + 3 * tick);
         assert_eq!(h.c.ts_now(far).wrapping_sub(start), 2, "tick {tick}: wraps");
     }

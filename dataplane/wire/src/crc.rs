@@ -38,7 +38,8 @@ pub const NO_CRC: [u8; MPA_CRC_LEN] = [0; MPA_CRC_LEN];
 /// Longest buffer [`crc32c()`] hands to `crc-fast`.
 pub const CRC_FAST_MAX_LEN: usize = 256;
 
-/// CRC32c of one slice.
+/// CRC32c of one slice. Inlined: a dispatch on the length, several times per FPDU.
+#[inline]
 pub fn crc32c(data: &[u8]) -> u32 {
     if data.len() <= iwarp_crc_copy::SHORT_MAX_LEN && iwarp_crc_copy::has_crc32_instruction() {
         return iwarp_crc_copy::crc32c_append(0, data);
@@ -51,6 +52,7 @@ pub fn crc32c(data: &[u8]) -> u32 {
 }
 
 /// Continues a CRC32c: `crc32c_append(crc32c(a), b) == crc32c(a ++ b)`.
+#[inline]
 pub fn crc32c_append(crc: u32, data: &[u8]) -> u32 {
     if crc == 0 {
         // The common case (an FPDU's first piece).

@@ -339,6 +339,12 @@ impl ArpCache {
         true
     }
 
+    /// True while frames wait for a resolution (or for release after one).
+    #[inline]
+    pub fn holds_frames(&self) -> bool {
+        self.held_count != 0
+    }
+
     /// Copies the oldest held frame whose next hop is now resolved into `out`, with its
     /// destination MAC filled. `Some(0)`: a frame was too long for `out` and dropped.
     pub fn release_into(&mut self, out: &mut [u8]) -> Option<usize> {

@@ -400,7 +400,18 @@ impl Iface {
     }
 
     /// The next control frame or released held frame, copied into `buf`.
+    ///
+    /// Asked before every frame a transmit pass hands out: the usual answer (nothing
+    /// queued, nothing held) is inlined.
+    #[inline]
     pub fn poll_transmit(&mut self, buf: &mut [u8], c: &mut Counters) -> Option<usize> {
+        if self.ctrl.is_empty() && !self.arp.holds_frames() {
+            return None;
+        }
+        self.poll_transmit_queued(buf, c)
+    }
+
+    fn poll_transmit_queued(&mut self, buf: &mut [u8], c: &mut Counters) -> Option<usize> {
         loop {
             let n = match self.ctrl.pop_into(buf) {
                 Some(n) => n,

@@ -407,6 +407,7 @@ impl MemTable {
     }
 
     /// The (slot, generation) an index names: [`StagSpace::locate`] through the memo.
+    #[inline]
     fn locate(&self, index: u32) -> Option<(u32, u32)> {
         let cell = &self.memo[index as usize % LOCATE_MEMO_LEN];
         let m = cell.get();
@@ -470,6 +471,7 @@ impl MemTable {
     }
 
     /// The entry an STag index names (the key is not checked here).
+    #[inline]
     pub(crate) fn entry(&self, index: u32) -> Option<&Entry> {
         let (s, g) = self.locate(index)?;
         let slot = self.slots.get(s as usize)?;
