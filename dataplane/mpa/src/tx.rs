@@ -19,7 +19,8 @@ use std::collections::VecDeque;
 
 use iwarp_wire::marker::{MarkerLayout, MARKER_INTERVAL, MARKER_LEN};
 use iwarp_wire::mpa::{
-    crc32c, crc32c_append, crc_to_wire, fpdu_len, Fpdu, CRC_LEN, FRAME_MAX_LEN, ULPDU_LENGTH_LEN,
+    crc32c, crc32c_append, crc_to_wire, fpdu_len, zero_pad, Fpdu, CRC_LEN, FRAME_MAX_LEN,
+    ULPDU_LENGTH_LEN,
 };
 
 /// Produces the bytes of a queued ULPDU (DDP/RDMAP header + payload), reading payload
@@ -440,7 +441,7 @@ fn render<D, S: crate::UlpduSource<D>>(
         let (fpdu, crc_field) = c.split_at_mut(content - CRC_LEN);
         let (ulpdu, pad) = fpdu[ULPDU_LENGTH_LEN..].split_at_mut(ulen);
         let run = src.fill_ulpdu_crc32c(&e.desc, ulpdu, head);
-        pad.fill(0);
+        zero_pad(pad);
         let v = match run {
             Some(v) => crc32c_append(v, pad),
             None => crc32c(fpdu),

@@ -608,10 +608,23 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Fpdu<T> {
         let n = self.ulpdu_len() as usize;
         let s = ULPDU_LENGTH_LEN + n;
         let p = pad_len(n);
-        self.buffer.as_mut()[s..s + p].fill(0);
+        zero_pad(&mut self.buffer.as_mut()[s..s + p]);
         let v = if crc { self.compute_crc() } else { 0 };
         let end = self.total_len();
         self.buffer.as_mut()[end - CRC_LEN..end].copy_from_slice(&crc_to_wire(v));
+    }
+}
+
+/// Zeroes an FPDU's pad (0 to 3 octets) with stores of known width: `fill(0)` on a
+/// slice of unknown length is a call of `memset`, once per FPDU sent.
+#[inline]
+pub fn zero_pad(pad: &mut [u8]) {
+    match pad {
+        [] => {}
+        [a] => *a = 0,
+        [a, b] => (*a, *b) = (0, 0),
+        [a, b, c] => (*a, *b, *c) = (0, 0, 0),
+        longer => longer.fill(0),
     }
 }
 

@@ -317,3 +317,14 @@ fn fpdu_emit_round_trip() {
         WireError::Truncated
     );
 }
+
+#[test]
+fn zero_pad_zeroes_exactly_the_pad() {
+    for len in 0..=6 {
+        let mut b = [0xffu8; 8];
+        zero_pad(&mut b[1..1 + len]);
+        assert_eq!(b[0], 0xff);
+        assert!(b[1..1 + len].iter().all(|&x| x == 0), "len {len}");
+        assert!(b[1 + len..].iter().all(|&x| x == 0xff), "len {len}");
+    }
+}
