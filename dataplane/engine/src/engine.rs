@@ -12,7 +12,7 @@ use smoltcp::wire::IpProtocol;
 
 use crate::config::{ConfigError, EngineConfig};
 use crate::conn::Conn;
-use crate::conn_table::{slot_of, ConnTable, Listeners, PortAllocator};
+use crate::conn_table::{slot_of, ConnTable, Listeners, PortAllocator, WireTuple};
 use crate::counters::{Counters, DropReason};
 use crate::event::Event;
 use crate::glue::{QpSink, TcpRx};
@@ -446,7 +446,10 @@ impl Engine {
                 return;
             }
         };
-        let found = self.conns.lookup(&seg.tuple);
+        let found = match WireTuple::new(t.src_ip, t.dst_ip, t.segment) {
+            Some(wire) => self.conns.lookup_wire(wire, &seg.tuple),
+            None => self.conns.lookup(&seg.tuple),
+        };
         // Another connection's segment, or one for none: the deferred one is done first.
         if found != self.core.rx_deferred {
             self.flush_rx_deferred(now);
