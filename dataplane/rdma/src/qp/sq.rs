@@ -119,10 +119,13 @@ impl SendQueue {
         }
     }
 
-    /// Sequence number of the oldest WQE (`next_seq` when empty).
+    /// Sequence number of the oldest WQE (`next_seq` when empty). WQEs enter at the back
+    /// numbered `next_seq` and leave at the front, so the ring holds the consecutive
+    /// numbers below `next_seq`: no read of the front entry (every lookup by sequence
+    /// number asks, several times per segment).
     #[inline]
     pub(crate) fn front_seq(&self) -> u64 {
-        self.q.front().map_or(self.next_seq, |e| e.seq)
+        self.next_seq - self.q.len() as u64
     }
 
     /// The WQE with sequence number `seq`.
@@ -252,6 +255,33 @@ pub(crate) mod tests {
             op: SendOp::Send,
             sgl: SgList::new(),
             flags: SendFlags::SIGNALED,
+        }
+    }
+
+    /// The front's number is the oldest WQE's, and every held number is found, through
+    /// posts, completions, wrap-around and a deepened ring.
+    #[test]
+    fn the_front_number_follows_posts_pops_and_growth() {
+        let mut q = SendQueue::new(3);
+        let mut x: u32 = 7;
+        for step in 0..2_000u64 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            if step == 700 {
+                q.q.grow_to(5);
+                q.depth = 5;
+            }
+            if x >> 16 & 1 == 0 {
+                let _ = q.push(&wr(step));
+            } else {
+                q.q.pop_front();
+            }
+            let oldest = q.q.front().map_or(q.next_seq, |e| e.seq);
+            assert_eq!(q.front_seq(), oldest, "step {step}");
+            for seq in q.front_seq()..q.next_seq {
+                assert_eq!(q.get(seq).map(|e| e.seq), Some(seq), "step {step}");
+            }
+            assert!(q.get(q.next_seq).is_none());
+            assert!(q.front_seq() == 0 || q.get(q.front_seq() - 1).is_none());
         }
     }
 
