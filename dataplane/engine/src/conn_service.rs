@@ -337,6 +337,7 @@ impl EngineCore {
     /// Moves waiting connections to the ready list in the order they came, one for each
     /// ring the MPA pool has that is not already set aside, and sets a ring aside for
     /// each (`Conn::ring_promised`): O(1) when nobody waits. Returns the number woken.
+    ///
     /// Asked before every frame a transmit pass hands out: the empty case is inlined.
     #[inline]
     pub(crate) fn wake_pool_waiters(&mut self, conns: &mut ConnTable<Conn>) -> usize {

@@ -66,12 +66,9 @@ pub struct ConnTable<C> {
     free: Vec<u32>,
     live: Vec<ConnId>,
     demux: HashMap<FourTuple, ConnId, SipBuildHasher>,
-    /// The last answer of [`ConnTable::lookup`] (a stream of segments names the same
-    /// tuple again and again: no hashing then). Cleared by every insert and remove.
-    last: Cell<Option<(FourTuple, ConnId)>>,
-    /// The last answer of [`ConnTable::lookup_wire`], by the segment's octets. Cleared
-    /// with `last`.
-    last_wire: Cell<Option<(WireTuple, ConnId)>>,
+    /// The last answer of [`ConnTable::lookup_wire`] (a stream of segments names the
+    /// same tuple again and again: no hashing then). Cleared by every insert and remove.
+    last: Cell<Option<(WireTuple, ConnId)>>,
     cursor: usize,
 }
 
@@ -119,7 +116,6 @@ impl<C> ConnTable<C> {
             live: Vec::with_capacity(max),
             demux: HashMap::with_capacity_and_hasher(max, SipBuildHasher::new(key)),
             last: Cell::new(None),
-            last_wire: Cell::new(None),
             cursor: 0,
         }
     }
@@ -169,7 +165,6 @@ impl<C> ConnTable<C> {
         self.live.push(id);
         self.demux.insert(tuple, id);
         self.last.set(None);
-        self.last_wire.set(None);
         Ok(id)
     }
 
@@ -193,30 +188,24 @@ impl<C> ConnTable<C> {
         slot.conn.as_mut()
     }
 
-    /// The connection of a 4-tuple.
+    /// The connection of a 4-tuple (hashed: segments received go through
+    /// [`ConnTable::lookup_wire`], which remembers the last answer).
     pub fn lookup(&self, tuple: &FourTuple) -> Option<ConnId> {
-        if let Some((t, id)) = self.last.get() {
-            if t == *tuple {
-                return Some(id);
-            }
-        }
-        let id = self.demux.get(tuple).copied()?;
-        self.last.set(Some((*tuple, id)));
-        Some(id)
+        self.demux.get(tuple).copied()
     }
 
-    /// [`ConnTable::lookup`] of a segment whose tuple is `tuple`, as its frame carries it
-    /// `wire`: the same answer, found without reading `tuple` when the last segment
-    /// looked up had the same octets.
+    /// [`ConnTable::lookup`] of a received segment whose tuple is `tuple`, as its frame
+    /// carries it `wire`: the same answer, found without hashing (or reading `tuple`)
+    /// when the last segment looked up had the same octets.
     #[inline]
     pub fn lookup_wire(&self, wire: WireTuple, tuple: &FourTuple) -> Option<ConnId> {
-        if let Some((w, id)) = self.last_wire.get() {
+        if let Some((w, id)) = self.last.get() {
             if w == wire {
                 return Some(id);
             }
         }
         let id = self.lookup(tuple)?;
-        self.last_wire.set(Some((wire, id)));
+        self.last.set(Some((wire, id)));
         Some(id)
     }
 
@@ -243,7 +232,6 @@ impl<C> ConnTable<C> {
             self.demux.remove(tuple);
         }
         self.last.set(None);
-        self.last_wire.set(None);
         self.free.push(i as u32);
         Some(conn)
     }
@@ -508,7 +496,7 @@ mod tests {
     }
 
     #[test]
-    fn remembered_lookup_follows_removal_and_reuse() {
+    fn lookup_follows_removal_and_reuse() {
         let mut t: ConnTable<u8> = ConnTable::new(4, [3; 16]);
         let a = t.insert(tuple(1), 1).unwrap();
         let b = t.insert(tuple(2), 2).unwrap();

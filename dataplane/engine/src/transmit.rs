@@ -37,7 +37,7 @@ struct Turn {
 
 /// Where a frame of a transmit pass came from.
 #[derive(Clone, Copy)]
-enum From {
+enum Origin {
     /// A connection's TCP segment.
     Conn,
     /// The interface's control queue or an ARP-held frame.
@@ -88,13 +88,13 @@ impl Transmitter<'_> {
     /// The next frame, written into `buf` (as [`Engine::poll_transmit`]); `None` when
     /// nothing is due now.
     pub fn next(&mut self, buf: &mut [u8]) -> Option<usize> {
-        let (n, from) = self.next_inner(buf)?;
+        let (n, origin) = self.next_inner(buf)?;
         let frame = buf.get(..n).unwrap_or_default();
         // A connection's segment has its TCP header at `L4_OFFSET`, written by its TCP;
         // a control frame (ARP, ICMP, a reset for no connection) is parsed.
-        let rst = match from {
-            From::Conn => frame.get(L4_OFFSET..).is_some_and(iwarp_tcp::has_rst),
-            From::Control => is_tcp_rst(frame),
+        let rst = match origin {
+            Origin::Conn => frame.get(L4_OFFSET..).is_some_and(iwarp_tcp::has_rst),
+            Origin::Control => is_tcp_rst(frame),
         };
         let c = &mut self.eng.core.counters;
         c.frames_out += 1;
@@ -105,7 +105,7 @@ impl Transmitter<'_> {
         Some(n)
     }
 
-    fn next_inner(&mut self, buf: &mut [u8]) -> Option<(usize, From)> {
+    fn next_inner(&mut self, buf: &mut [u8]) -> Option<(usize, Origin)> {
         let (now, mem) = (self.now, self.mem);
         let eng = &mut *self.eng;
         let frame_max = eng.core.iface.frame_len_max().min(buf.len());
@@ -123,7 +123,7 @@ impl Transmitter<'_> {
         eng.core.wake_pool_waiters(&mut eng.conns);
         // Control frames first.
         if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
-            return Some((n, From::Control));
+            return Some((n, Origin::Control));
         }
         if frame_max <= L4_OFFSET {
             return None;
@@ -134,7 +134,7 @@ impl Transmitter<'_> {
                     left: turn.left - 1,
                     ..turn
                 });
-                return Some((n, From::Conn));
+                return Some((n, Origin::Conn));
             }
             // Nothing more now: the turn ends without a place on the ready list.
             eng.end_turn(turn.id, false);
@@ -144,7 +144,7 @@ impl Transmitter<'_> {
         loop {
             // A connection may have just queued an ARP request.
             if let Some(n) = eng.core.iface.poll_transmit(buf, &mut eng.core.counters) {
-                return Some((n, From::Control));
+                return Some((n, Origin::Control));
             }
             if budget == 0 {
                 // Rings came back meanwhile (a connection retired): its waiters go now.
@@ -164,7 +164,7 @@ impl Transmitter<'_> {
                     id,
                     left: eng.core.cfg.tx_turn_segs_max.saturating_sub(1),
                 });
-                return Some((n, From::Conn));
+                return Some((n, Origin::Conn));
             }
             eng.end_turn(id, false);
         }

@@ -425,6 +425,7 @@ impl TcpConn {
 
     /// Folds the segment's SACK blocks into the scoreboard (validated against what was
     /// sent, RFC 2018 / RFC 6675).
+    ///
     /// Inlined: most segments carry no block and leave at the first test.
     #[inline(always)]
     fn take_sack(&mut self, seg: &TcpSegment<'_>) {
