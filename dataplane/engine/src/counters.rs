@@ -88,6 +88,9 @@ pub struct Counters {
     pub icmp_frag_needed: u64,
     /// TCP segments delivered to a connection or listener.
     pub tcp_segments_in: u64,
+    /// Of those, segments of a connection found by header prediction (the frame matched
+    /// the connection's last usual frame: no parse walk, no lookup; `rx_predict.rs`).
+    pub tcp_segments_predicted: u64,
     /// TCP segments sent.
     pub tcp_segments_out: u64,
     /// TCP checksum failures (also counted under [`DropReason::TcpBadChecksum`]).

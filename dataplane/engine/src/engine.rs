@@ -17,6 +17,7 @@ use crate::counters::{Counters, DropReason};
 use crate::event::Event;
 use crate::glue::{QpSink, TcpRx};
 use crate::iface::{Iface, Ingress, TcpIn};
+use crate::rx_predict::RxPrediction;
 use crate::sched::{ReadyList, TimerHeap};
 
 /// IPv4 + TCP fixed headers: path MTU less this is the path MSS (RFC 1191).
@@ -93,6 +94,8 @@ pub(crate) struct EngineCore {
     /// without being serviced and re-armed yet ([`crate::Receiver`]): that is done once,
     /// when the pass moves to anything else or ends.
     pub(crate) rx_deferred: Option<ConnId>,
+    /// The last usual frame of a connection, for predicting the next (`rx_predict.rs`).
+    pub(crate) rx_prediction: RxPrediction,
 }
 
 /// The sans-IO iWARP engine of one core.
@@ -235,6 +238,7 @@ impl Engine {
             rings_promised: 0,
             rst_budget: SecondBudget::new(),
             rx_deferred: None,
+            rx_prediction: RxPrediction::new(),
             cfg,
         };
         let conns = ConnTable::new(core.cfg.max_conns, core.cfg.isn_secret);
@@ -377,13 +381,23 @@ impl Engine {
         let c = &mut self.core.counters;
         c.frames_in += 1;
         c.bytes_in += frame.len() as u64;
+        let offloaded = self.core.cfg.checksum_offload;
+        if let Some((id, seg)) = self.core.rx_prediction.predict(frame, offloaded) {
+            if self.conns.get(id).is_some() {
+                self.core.counters.tcp_segments_predicted += 1;
+                let (src_ip, src_mac) = self.core.rx_prediction.source();
+                self.handle_conn_segment(now, id, &seg, src_ip, src_mac, mem);
+                return;
+            }
+            self.core.rx_prediction.forget();
+        }
         // By reference, as the parsed segment in `handle_tcp` (the reason is there).
         match &self
             .core
             .iface
             .handle_frame(now, frame, &mut self.core.counters)
         {
-            Ingress::Tcp(t) => self.handle_tcp(now, t, mem),
+            Ingress::Tcp(t) => self.handle_tcp(now, t, frame, mem),
             Ingress::FragNeeded(f) => {
                 self.flush_rx_deferred(now);
                 self.handle_frag_needed(now, *f)
@@ -429,7 +443,9 @@ impl Engine {
         core.touch(id, conn);
     }
 
-    fn handle_tcp(&mut self, now: Instant, t: &TcpIn<'_>, mem: &mut dyn Memory) {
+    /// A TCP segment the interface found in `frame`, taken by the full path (parsed,
+    /// looked up); a usual segment of a connection is kept for predicting the next.
+    fn handle_tcp(&mut self, now: Instant, t: &TcpIn<'_>, frame: &[u8], mem: &mut dyn Memory) {
         let verify = !self.core.cfg.checksum_offload;
         // Matched by reference: moving the parsed segment out of the `Result` copied it
         // to another stack slot, loads that waited on the parser's narrower stores.
@@ -450,51 +466,13 @@ impl Engine {
             Some(wire) => self.conns.lookup_wire(wire, &seg.tuple),
             None => self.conns.lookup(&seg.tuple),
         };
-        // Another connection's segment, or one for none: the deferred one is done first.
-        if found != self.core.rx_deferred {
-            self.flush_rx_deferred(now);
-        }
         if let Some(id) = found {
-            self.core.counters.tcp_segments_in += 1;
-            if seg.flags.rst {
-                self.core.counters.tcp_rsts_received += 1;
-            }
-            let Some(conn) = self.conns.get_mut(id) else {
-                return;
-            };
-            let core = &mut self.core;
-            let mut sink = QpSink {
-                rnic: &mut core.rnic,
-                qp: conn.rx_qp(),
-                mem,
-            };
-            let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
-            let before = *conn.tcp.counters();
-            let acked = conn.tcp.acked_offset();
-            conn.tcp.handle_segment(now, seg, &mut TcpRx(rx));
-            core.counters.take_tcp_input(&before, conn.tcp.counters());
-            core.counters.conn_visits += 1;
-            // An on-link peer whose address this core is still resolving (its ARP reply
-            // lost, or gone to another core): its own segment says where it is.
-            let hop = conn.next_hop;
-            let gleaned = hop == t.src_ip
-                && !core.iface.arp.resolved_at(hop, conn.arp_hint)
-                && core.iface.arp.glean(now, hop, t.src_mac, false);
-            // What the segment acknowledged completes now, before the next segment's
-            // receive completions, as one by one (an ACK and the next message often
-            // come back to back: the send and receive queues' completions keep the
-            // order they had); the rest of the service and the re-arm wait until the
-            // receive pass moves on (at once outside one).
-            if conn.tcp.acked_offset() != acked {
-                core.release_acked(conn);
-            }
-            core.rx_deferred = Some(id);
-            if gleaned {
-                core.counters.arp_gleaned += 1;
-                core.wake_arp_waiters();
-            }
+            self.core.rx_prediction.learn(frame, id, &seg.tuple);
+            self.handle_conn_segment(now, id, seg, t.src_ip, t.src_mac, mem);
             return;
         }
+        // A segment for no connection: the deferred one is done first.
+        self.flush_rx_deferred(now);
         let syn = seg.flags.syn && !seg.flags.ack && !seg.flags.rst;
         if syn && self.core.listeners.get(seg.tuple.local_port).is_some() {
             self.core.counters.tcp_segments_in += 1;
@@ -526,6 +504,62 @@ impl Engine {
             return;
         }
         self.send_rst(seg, t.src_mac);
+    }
+
+    /// A segment of connection `id` from `src_ip`/`src_mac` (found by the full path or
+    /// predicted): into its TCP, with what it acknowledged released at once and the rest
+    /// of its service deferred until the receive pass moves on.
+    fn handle_conn_segment(
+        &mut self,
+        now: Instant,
+        id: ConnId,
+        seg: &TcpSegment<'_>,
+        src_ip: core::net::Ipv4Addr,
+        src_mac: [u8; 6],
+        mem: &mut dyn Memory,
+    ) {
+        // Another connection's segment: the deferred one is done first.
+        if Some(id) != self.core.rx_deferred {
+            self.flush_rx_deferred(now);
+        }
+        self.core.counters.tcp_segments_in += 1;
+        if seg.flags.rst {
+            self.core.counters.tcp_rsts_received += 1;
+        }
+        let Some(conn) = self.conns.get_mut(id) else {
+            return;
+        };
+        let core = &mut self.core;
+        let mut sink = QpSink {
+            rnic: &mut core.rnic,
+            qp: conn.rx_qp(),
+            mem,
+        };
+        let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
+        let before = *conn.tcp.counters();
+        let acked = conn.tcp.acked_offset();
+        conn.tcp.handle_segment(now, seg, &mut TcpRx(rx));
+        core.counters.take_tcp_input(&before, conn.tcp.counters());
+        core.counters.conn_visits += 1;
+        // An on-link peer whose address this core is still resolving (its ARP reply
+        // lost, or gone to another core): its own segment says where it is.
+        let hop = conn.next_hop;
+        let gleaned = hop == src_ip
+            && !core.iface.arp.resolved_at(hop, conn.arp_hint)
+            && core.iface.arp.glean(now, hop, src_mac, false);
+        // What the segment acknowledged completes now, before the next segment's
+        // receive completions, as one by one (an ACK and the next message often
+        // come back to back: the send and receive queues' completions keep the
+        // order they had); the rest of the service and the re-arm wait until the
+        // receive pass moves on (at once outside one).
+        if conn.tcp.acked_offset() != acked {
+            core.release_acked(conn);
+        }
+        core.rx_deferred = Some(id);
+        if gleaned {
+            core.counters.arp_gleaned += 1;
+            core.wake_arp_waiters();
+        }
     }
 
     /// Answers a segment for nothing with an RST (RFC 9293 3.10.7.1), straight back to the

@@ -52,7 +52,8 @@
 //!
 //! `iface/` (Ethernet, ARP cache, IPv4, ICMP), `conn_table.rs` (slab, 4-tuple demux,
 //! listeners, ports), `conn.rs` (one connection), `engine.rs` (inputs, timers),
-//! `transmit.rs` (outputs), `sched.rs` (ready list and timer heap: no scans),
+//! `rx_predict.rs` (header prediction on input), `transmit.rs` (outputs), `sched.rs`
+//! (ready list and timer heap: no scans),
 //! `cm.rs` (connection management), `verbs.rs` (verbs wrappers that ring the doorbell),
 //! `conn_service.rs` (glue between TCP, MPA and the QP after each input), `glue.rs` (the MPA
 //! source and sink adapters over the RDMA layer), `event.rs`, `counters.rs`, `config.rs`.
@@ -70,6 +71,7 @@ pub mod glue;
 pub mod iface;
 mod nudge;
 mod receive;
+mod rx_predict;
 pub mod sched;
 mod transmit;
 mod verbs;

@@ -123,6 +123,8 @@ counter_set! {
         tx_checksum_offloaded,
         /// TCP segments delivered to a connection or listener.
         tcp_segments_in,
+        /// Of those, segments found by header prediction (no parse walk, no lookup).
+        tcp_segments_predicted,
         /// TCP segments sent.
         tcp_segments_out,
         /// TCP retransmissions.
@@ -238,6 +240,7 @@ impl PortCounters {
         let c = &mut self.c;
         c.engine_frames_in = e.frames_in;
         c.tcp_segments_in = e.tcp_segments_in;
+        c.tcp_segments_predicted = e.tcp_segments_predicted;
         c.tcp_segments_out = e.tcp_segments_out;
         c.tcp_retransmissions = e.tcp_retransmissions;
         c.tcp_rto_expirations = e.tcp_rto_expirations;

@@ -1,7 +1,9 @@
 //! Sans-IO TCP built for MPA: FPDU-aligned segments, direct placement, retransmission
 //! re-read from registered memory.
 //!
-//! - [`TcpSegment`] parses untrusted bytes; [`TcpHeader`] emits into caller buffers.
+//! - [`TcpSegment`] parses untrusted bytes; [`TcpHeader`] emits into caller buffers;
+//!   [`TcpSegment::parse_usual`] reads the usual segment (timestamp option alone, ACK)
+//!   at fixed offsets (`usual.rs`).
 //! - [`TcpConn`] is one connection (RFC 9293 state machine with RFC 5961, RFC 7323,
 //!   RFC 2018 / RFC 6675, RFC 6298, RFC 5681 / RFC 6582 and RFC 9438), driven by
 //!   `handle_segment` / `handle_timeout` and polled with `poll_transmit` /
@@ -35,6 +37,7 @@ mod seq;
 mod timeout;
 mod timer;
 mod unknown;
+mod usual;
 
 #[cfg(test)]
 mod sim_tests;
@@ -69,3 +72,4 @@ pub use segment::{
 pub use seq::SeqNumber;
 pub use timer::Timer;
 pub use unknown::{reply_to_unknown, ResetReply};
+pub use usual::{is_usual_header, FLAGS_OFFSET, FLAG_PSH, USUAL_HEADER_LEN, USUAL_VARYING};

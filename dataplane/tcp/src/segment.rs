@@ -78,7 +78,7 @@ pub struct TcpOptions {
 /// Offsets of the TCP header's fields (RFC 9293 3.1), for the emitter of the usual
 /// segment ([`TcpHeader::emit`]'s timestamp-only path); everything else reads and writes
 /// through smoltcp's view, whose offsets are private.
-mod field {
+pub(crate) mod field {
     use core::ops::Range;
     pub const SRC_PORT: Range<usize> = 0..2;
     pub const DST_PORT: Range<usize> = 2..4;
@@ -119,9 +119,9 @@ fn fill_checksum(seg: &mut [u8], tuple: &FourTuple, offload: bool) {
 }
 
 /// Length of the timestamps-only option block: NOP, NOP, kind 8, length 10, TSval, TSecr.
-const TS_ONLY_LEN: usize = 12;
+pub(crate) const TS_ONLY_LEN: usize = 12;
 /// Its first four octets.
-const TS_ONLY_PREFIX: [u8; 4] = [1, 1, 8, 10];
+pub(crate) const TS_ONLY_PREFIX: [u8; 4] = [1, 1, 8, 10];
 
 /// `(TSval, TSecr)` if `opts` is exactly the timestamps-only block (RFC 7323 appendix A
 /// layout), the option layout of almost every segment after the handshake.

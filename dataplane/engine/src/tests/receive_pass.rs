@@ -45,8 +45,19 @@ impl Seen {
 /// Two connections, each with a Write of `LEN` bytes, a Send and a Read posted, run to
 /// the end with each side's frames of a round delivered in one pass or one by one; the
 /// frames, events and completions of both sides and B's memory afterwards.
-fn run(in_a_pass: bool) -> (Seen, Seen, Vec<u8>) {
+fn run(in_a_pass: bool) -> Run {
+    run_predicting(in_a_pass, true).0
+}
+
+/// What [`run`] returns: what A and B showed, and B's memory.
+type Run = (Seen, Seen, Vec<u8>);
+
+/// [`run`], with header prediction on or off in both engines; also the segments each
+/// engine took in and, of those, found by prediction.
+fn run_predicting(in_a_pass: bool, predict: bool) -> (Run, [(u64, u64); 2]) {
     let mut p = Pair::with_configs(wide(1), wide(2));
+    p.a.eng.core.rx_prediction.off = !predict;
+    p.b.eng.core.rx_prediction.off = !predict;
     let (qa, qb): ([QpId; 2], [QpId; 2]) = establish_two(&mut p);
     p.a.take_events();
     p.b.take_events();
@@ -136,7 +147,11 @@ fn run(in_a_pass: bool) -> (Seen, Seen, Vec<u8>) {
         .chain(&seen_b.cqes)
         .all(|c| c.status == WcStatus::Success));
     let bytes = p.b.bytes(0, 8 * LEN).to_vec();
-    (seen_a, seen_b, bytes)
+    let segs = [&mut p.a, &mut p.b].map(|n| {
+        let c = n.eng.counters();
+        (c.tcp_segments_in, c.tcp_segments_predicted)
+    });
+    ((seen_a, seen_b, bytes), segs)
 }
 
 #[test]
@@ -154,6 +169,25 @@ fn a_burst_in_one_pass_gives_what_its_frames_give_one_by_one() {
     for i in 0..2 {
         let base = i * 4 * LEN;
         assert_eq!(&m2[base..base + LEN], &pattern(LEN, i as u8)[..]);
+    }
+}
+
+/// Header prediction (`rx_predict.rs`) changes nothing the engines show: the same
+/// frames, events, completions and memory with it as without, in passes and one by one;
+/// with it, most segments of the two interleaved connections are found by it.
+#[test]
+fn header_prediction_changes_nothing_but_the_work() {
+    for in_a_pass in [false, true] {
+        let (with, segs) = run_predicting(in_a_pass, true);
+        let (without, none) = run_predicting(in_a_pass, false);
+        assert_eq!(with.0, without.0, "A showed the same");
+        assert_eq!(with.1, without.1, "B showed the same");
+        assert!(with.2 == without.2, "B's memory is the same");
+        for ((all, predicted), (all_off, predicted_off)) in segs.into_iter().zip(none) {
+            assert_eq!(all, all_off);
+            assert_eq!(predicted_off, 0);
+            assert!(predicted * 10 > all * 7, "{predicted} of {all} predicted");
+        }
     }
 }
 
