@@ -17,7 +17,7 @@ use crate::ooo::OooBuffer;
 use crate::rtt::RttEstimator;
 use crate::scoreboard::Scoreboard;
 use crate::segmap::SegMap;
-use crate::segment::{FourTuple, TcpSegment};
+use crate::segment::{FourTuple, PseudoSum, TcpSegment};
 use crate::seq::SeqNumber;
 use crate::timer::{Timer, TimerTable};
 
@@ -161,6 +161,9 @@ pub(crate) struct RtoUndo {
 pub struct TcpConn {
     pub(crate) cfg: TcpConfig,
     pub(crate) tuple: FourTuple,
+    /// The pseudo-header sum of `tuple`'s addresses (`PseudoSum::of`), kept for the
+    /// checksum of every segment.
+    pub(crate) pseudo: PseudoSum,
     pub(crate) state: TcpState,
     pub(crate) iss: SeqNumber,
     pub(crate) irs: SeqNumber,
@@ -265,6 +268,7 @@ impl TcpConn {
         TcpConn {
             cfg,
             tuple,
+            pseudo: PseudoSum::of(&tuple),
             state,
             iss: isn,
             irs: SeqNumber(0),

@@ -4,7 +4,10 @@
 use iwarp_types::{Duration, Instant};
 
 use crate::conn::{TcpConn, TcpState, TxSource, TS_OPTION_LEN};
-use crate::segment::{TcpFlags, TcpHeader, TcpOptions, MAX_SACK_BLOCKS, TCP_HEADER_LEN};
+use crate::segment::{
+    FourTuple, PseudoSum, TcpFlags, TcpHeader, TcpOptions, TsOnlyHeader, MAX_SACK_BLOCKS,
+    TCP_HEADER_LEN,
+};
 use crate::seq::SeqNumber;
 use crate::timer::Timer;
 
@@ -14,6 +17,48 @@ struct DataPlan {
     len: usize,
     fin: bool,
     retransmit: bool,
+}
+
+/// A header to send: the usual one (timestamp the one option) built as such, or any.
+enum OutHeader {
+    TsOnly(TsOnlyHeader),
+    Any(TcpHeader),
+}
+
+impl OutHeader {
+    #[inline]
+    fn header_len(&self) -> usize {
+        match self {
+            OutHeader::TsOnly(_) => TsOnlyHeader::LEN,
+            OutHeader::Any(h) => h.header_len(),
+        }
+    }
+
+    /// The acknowledgment number, if the ACK flag is set.
+    #[inline]
+    fn ack(&self) -> Option<SeqNumber> {
+        let (flags, ack) = match self {
+            OutHeader::TsOnly(h) => (h.flags, h.ack),
+            OutHeader::Any(h) => (h.flags, h.ack),
+        };
+        flags.ack.then_some(ack)
+    }
+
+    /// Emits it for a connection over `tuple`, whose pseudo-header sum is `pseudo`.
+    #[inline]
+    fn emit(
+        &self,
+        tuple: &FourTuple,
+        pseudo: PseudoSum,
+        payload_len: usize,
+        buf: &mut [u8],
+        offload: bool,
+    ) -> Option<usize> {
+        match self {
+            OutHeader::TsOnly(h) => h.emit(tuple, pseudo, payload_len, buf, offload),
+            OutHeader::Any(h) => h.emit(tuple, payload_len, buf, offload),
+        }
+    }
 }
 
 impl TcpConn {
@@ -38,7 +83,7 @@ impl TcpConn {
                 window: 0,
                 options: TcpOptions::default(),
             };
-            return self.finish(now, &hdr, 0, buf);
+            return self.finish(now, &OutHeader::Any(hdr), 0, buf);
         }
         match self.state {
             TcpState::Closed => return None,
@@ -138,26 +183,39 @@ impl TcpConn {
         if !self.timers.is_set(Timer::Rto) {
             self.arm_rto(now);
         }
-        self.finish(now, &hdr, 0, buf)
+        self.finish(now, &OutHeader::Any(hdr), 0, buf)
     }
 
-    /// Builds a header: ACK, window, timestamp and (if `sack`) SACK blocks.
-    fn header(&self, now: Instant, seq: SeqNumber, flags: TcpFlags, sack: bool) -> TcpHeader {
+    /// Builds a header: ACK, window, timestamp and (if `sack`) SACK blocks. With
+    /// timestamps on and no SACK block to send, the usual header.
+    #[inline]
+    fn header(&self, now: Instant, seq: SeqNumber, flags: TcpFlags, sack: bool) -> OutHeader {
         let window = (u64::from(self.rcv_wnd) >> self.rcv_wscale).min(65_535) as u16;
+        // SACK blocks exist exactly while out-of-order data is held.
+        let blocks = sack && self.sack_ok && !self.ooo.is_empty();
+        if self.ts_ok && !blocks {
+            return OutHeader::TsOnly(TsOnlyHeader {
+                seq,
+                ack: self.rcv_nxt_seq(),
+                flags,
+                window,
+                ts: (self.ts_now(now), self.ts_recent),
+            });
+        }
         let mut options = TcpOptions::default();
         if self.ts_ok {
             options.timestamp = Some((self.ts_now(now), self.ts_recent));
         }
-        if sack && self.sack_ok {
+        if blocks {
             options.sack_blocks = self.sack_blocks();
         }
-        TcpHeader {
+        OutHeader::Any(TcpHeader {
             seq,
             ack: self.rcv_nxt_seq(),
             flags,
             window,
             options,
-        }
+        })
     }
 
     /// SACK blocks for our ACKs: the most recently changed range first (RFC 2018 4).
@@ -343,7 +401,7 @@ impl TcpConn {
         let mut sack_owed = false;
         if self.sack_ok && !self.ooo.is_empty() {
             let with = self.header(now, seq, flags, true);
-            let opt_len = with.options.wire_len();
+            let opt_len = with.header_len() - TCP_HEADER_LEN;
             if plan.len + opt_len <= usize::from(self.peer_mss)
                 && with.header_len() + plan.len <= buf.len()
             {
@@ -396,18 +454,19 @@ impl TcpConn {
     fn finish(
         &mut self,
         now: Instant,
-        hdr: &TcpHeader,
+        hdr: &OutHeader,
         payload_len: usize,
         buf: &mut [u8],
     ) -> Option<usize> {
-        let n = hdr.emit(&self.tuple, payload_len, buf, self.cfg.checksum_offload)?;
+        let offload = self.cfg.checksum_offload;
+        let n = hdr.emit(&self.tuple, self.pseudo, payload_len, buf, offload)?;
         self.counters.segs_out += 1;
         self.last_send = now;
-        if hdr.flags.ack {
+        if let Some(ack) = hdr.ack() {
             self.ack_pending = false;
             self.delack_segs = 0;
             self.timers.stop(Timer::DelayedAck);
-            self.last_ack_sent = hdr.ack;
+            self.last_ack_sent = ack;
         }
         Some(n)
     }

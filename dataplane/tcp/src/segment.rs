@@ -104,16 +104,40 @@ pub fn has_rst(segment: &[u8]) -> bool {
 /// The RST bit of the flags octet.
 const FLAG_RST: u8 = 0x04;
 
-/// Fills the checksum of the TCP segment `seg` (header written, payload in place): the
-/// full one, or with `offload` only the pseudo-header sum a NIC completes it from.
-fn fill_checksum(seg: &mut [u8], tuple: &FourTuple, offload: bool) {
-    let src = Ipv4Address::from(tuple.local_ip);
-    let dst = Ipv4Address::from(tuple.remote_ip);
+/// The TCP pseudo-header's sum (RFC 9293 3.1) for one pair of addresses with a length
+/// of zero, as smoltcp's `pseudo_header_v4` sums it. A connection's segments differ in
+/// the length only, which one-complement addition adds to it afterwards
+/// ([`PseudoSum::with_len`]): the connection sums its addresses once, not per segment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PseudoSum(u16);
+
+impl PseudoSum {
+    /// The sum for segments from `tuple.local_ip` to `tuple.remote_ip`.
+    pub(crate) fn of(tuple: &FourTuple) -> PseudoSum {
+        let src = Ipv4Address::from(tuple.local_ip);
+        let dst = Ipv4Address::from(tuple.remote_ip);
+        PseudoSum(checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, 0))
+    }
+
+    /// The sum for a segment of `len` octets: `pseudo_header_v4` with that length.
+    #[inline]
+    fn with_len(self, len: usize) -> u16 {
+        checksum::combine(&[self.0, len as u16])
+    }
+}
+
+/// Fills the checksum of the TCP segment `seg` (header written, payload in place) sent
+/// over `tuple`, whose pseudo-header sum is `pseudo`: the full one, or with `offload`
+/// only the pseudo-header sum a NIC completes it from.
+#[inline]
+fn fill_checksum(seg: &mut [u8], tuple: &FourTuple, pseudo: PseudoSum, offload: bool) {
     let mut packet = TcpPacket::new_unchecked(seg);
     if offload {
-        let len = packet.as_ref().len() as u32;
-        packet.set_checksum(checksum::pseudo_header_v4(&src, &dst, IpProtocol::Tcp, len));
+        let len = packet.as_ref().len();
+        packet.set_checksum(pseudo.with_len(len));
     } else {
+        let src = Ipv4Address::from(tuple.local_ip);
+        let dst = Ipv4Address::from(tuple.remote_ip);
         packet.fill_checksum(&IpAddress::Ipv4(src), &IpAddress::Ipv4(dst));
     }
 }
@@ -384,48 +408,22 @@ impl TcpHeader {
         checksum_offload: bool,
     ) -> Option<usize> {
         if let (Some(ts), true) = (self.options.timestamp, self.options.is_timestamp_only()) {
-            return self.emit_ts_only(tuple, ts, payload_len, buf, checksum_offload);
+            let h = TsOnlyHeader {
+                seq: self.seq,
+                ack: self.ack,
+                flags: self.flags,
+                window: self.window,
+                ts,
+            };
+            return h.emit(
+                tuple,
+                PseudoSum::of(tuple),
+                payload_len,
+                buf,
+                checksum_offload,
+            );
         }
         self.emit_general(tuple, payload_len, buf, checksum_offload)
-    }
-
-    /// [`TcpHeader::emit`] for the usual data or ACK segment, whose one option is the
-    /// timestamp: its 32 octets stored field by field in place. The general path sets
-    /// the data offset and each flag through a read-modify-write of smoltcp's view and
-    /// walks the options: most of the header's instructions for a header that is the
-    /// same every segment but for five fields. Byte-identical to
-    /// [`TcpHeader::emit_general`] (tested).
-    fn emit_ts_only(
-        &self,
-        tuple: &FourTuple,
-        (tsval, tsecr): (u32, u32),
-        payload_len: usize,
-        buf: &mut [u8],
-        checksum_offload: bool,
-    ) -> Option<usize> {
-        const HLEN: usize = TCP_HEADER_LEN + TS_ONLY_LEN;
-        let total = HLEN.checked_add(payload_len)?;
-        let seg = buf.get_mut(..total)?;
-        let f = &self.flags;
-        let flags = u8::from(f.fin)
-            | u8::from(f.syn) << 1
-            | if f.rst { FLAG_RST } else { 0 }
-            | u8::from(f.psh) << 3
-            | u8::from(f.ack) << 4;
-        let ack = if f.ack { self.ack.0 } else { 0 };
-        seg[field::SRC_PORT].copy_from_slice(&tuple.local_port.to_be_bytes());
-        seg[field::DST_PORT].copy_from_slice(&tuple.remote_port.to_be_bytes());
-        seg[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
-        seg[field::ACK].copy_from_slice(&ack.to_be_bytes());
-        seg[field::OFFSET_FLAGS].copy_from_slice(&[((HLEN / 4) as u8) << 4, flags]);
-        seg[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
-        seg[field::CHECKSUM_URGENT].copy_from_slice(&[0; 4]);
-        let opts = &mut seg[TCP_HEADER_LEN..HLEN];
-        opts[..4].copy_from_slice(&TS_ONLY_PREFIX);
-        opts[4..8].copy_from_slice(&tsval.to_be_bytes());
-        opts[8..].copy_from_slice(&tsecr.to_be_bytes());
-        fill_checksum(seg, tuple, checksum_offload);
-        Some(total)
     }
 
     /// [`TcpHeader::emit`] for any header, through smoltcp's view.
@@ -457,7 +455,74 @@ impl TcpHeader {
         packet.set_window_len(self.window);
         packet.set_urgent_at(0);
         self.options.emit(packet.options_mut());
-        fill_checksum(&mut buf[..total], tuple, checksum_offload);
+        fill_checksum(
+            &mut buf[..total],
+            tuple,
+            PseudoSum::of(tuple),
+            checksum_offload,
+        );
+        Some(total)
+    }
+}
+
+/// A header whose one option is the timestamp (any flags): the usual data or ACK
+/// segment's. [`TcpHeader::emit`] writes a header with these options through it, and a
+/// connection builds one directly for the segments it sends most (no options block to
+/// fill in and test field by field).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TsOnlyHeader {
+    pub(crate) seq: SeqNumber,
+    /// Sent as zero unless `flags.ack`.
+    pub(crate) ack: SeqNumber,
+    pub(crate) flags: TcpFlags,
+    /// Window field (already scaled down).
+    pub(crate) window: u16,
+    /// `(TSval, TSecr)`.
+    pub(crate) ts: (u32, u32),
+}
+
+impl TsOnlyHeader {
+    /// Header length: fixed header and the timestamp block.
+    pub(crate) const LEN: usize = TCP_HEADER_LEN + TS_ONLY_LEN;
+
+    /// [`TcpHeader::emit`] for this header: its 32 octets stored field by field in
+    /// place. The general path sets the data offset and each flag through a
+    /// read-modify-write of smoltcp's view and walks the options: most of the header's
+    /// instructions for a header that is the same every segment but for five fields.
+    /// Byte-identical to [`TcpHeader::emit_general`] (tested). `pseudo` is
+    /// `PseudoSum::of(tuple)`, kept by the caller.
+    #[inline]
+    pub(crate) fn emit(
+        &self,
+        tuple: &FourTuple,
+        pseudo: PseudoSum,
+        payload_len: usize,
+        buf: &mut [u8],
+        checksum_offload: bool,
+    ) -> Option<usize> {
+        const HLEN: usize = TsOnlyHeader::LEN;
+        let total = HLEN.checked_add(payload_len)?;
+        let seg = buf.get_mut(..total)?;
+        let f = &self.flags;
+        let flags = u8::from(f.fin)
+            | u8::from(f.syn) << 1
+            | if f.rst { FLAG_RST } else { 0 }
+            | u8::from(f.psh) << 3
+            | u8::from(f.ack) << 4;
+        let ack = if f.ack { self.ack.0 } else { 0 };
+        let (tsval, tsecr) = self.ts;
+        seg[field::SRC_PORT].copy_from_slice(&tuple.local_port.to_be_bytes());
+        seg[field::DST_PORT].copy_from_slice(&tuple.remote_port.to_be_bytes());
+        seg[field::SEQ].copy_from_slice(&self.seq.0.to_be_bytes());
+        seg[field::ACK].copy_from_slice(&ack.to_be_bytes());
+        seg[field::OFFSET_FLAGS].copy_from_slice(&[((HLEN / 4) as u8) << 4, flags]);
+        seg[field::WINDOW].copy_from_slice(&self.window.to_be_bytes());
+        seg[field::CHECKSUM_URGENT].copy_from_slice(&[0; 4]);
+        let opts = &mut seg[TCP_HEADER_LEN..HLEN];
+        opts[..4].copy_from_slice(&TS_ONLY_PREFIX);
+        opts[4..8].copy_from_slice(&tsval.to_be_bytes());
+        opts[8..].copy_from_slice(&tsecr.to_be_bytes());
+        fill_checksum(seg, tuple, pseudo, checksum_offload);
         Some(total)
     }
 }
@@ -564,17 +629,48 @@ mod tests {
         assert_eq!(seg.options, sack.options);
     }
 
+    /// A connection's kept pseudo-header sum plus a segment's length is smoltcp's sum
+    /// for that length: random addresses, every length class (zero, small, MTU-sized,
+    /// the 16-bit edge), and addresses whose sum folds to 0xffff.
+    #[test]
+    fn kept_pseudo_sum_with_a_length_is_the_pseudo_header_sum() {
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        let mut next = || crate::test_util::xorshift(&mut x);
+        let mut tuples: Vec<[[u8; 4]; 2]> = vec![
+            [[0, 0, 0, 0], [0, 0, 0, 0]],
+            [[0xff, 0xff, 0xff, 0xff], [0xff, 0xff, 0xff, 0xf9]],
+            [[0xff, 0xff, 0, 0], [0, 0, 0xff, 0xf9]],
+        ];
+        for _ in 0..2_000 {
+            tuples.push([(next() as u32).to_be_bytes(), (next() as u32).to_be_bytes()]);
+        }
+        for [a, b] in tuples {
+            let t = FourTuple {
+                local_ip: a,
+                local_port: 1,
+                remote_ip: b,
+                remote_port: 2,
+            };
+            let kept = PseudoSum::of(&t);
+            let r = next() as usize;
+            for len in [0, 1, 6, 20, 32, r % 65_536, 1_480, 8_980, 65_535] {
+                let want = checksum::pseudo_header_v4(
+                    &Ipv4Address::from(a),
+                    &Ipv4Address::from(b),
+                    IpProtocol::Tcp,
+                    len as u32,
+                );
+                assert_eq!(kept.with_len(len), want, "{a:?} {b:?} {len}");
+            }
+        }
+    }
+
     /// The timestamp-only emitter writes what the general one writes, for any fields,
     /// flags, lengths, addresses and either checksum mode.
     #[test]
     fn timestamp_only_emit_is_the_general_emit() {
         let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || crate::test_util::xorshift(&mut x);
         for i in 0..4_000 {
             let r = next();
             let tuple = FourTuple {

@@ -145,3 +145,11 @@ pub fn peer_bytes(tuple: &FourTuple, hdr: &TcpHeader, payload: &[u8]) -> Vec<u8>
 pub fn us(n: u64) -> Instant {
     Instant(n * 1_000)
 }
+
+/// The next number of a xorshift64 sequence (the tests' seeded randomness).
+pub fn xorshift(x: &mut u64) -> u64 {
+    *x ^= *x << 13;
+    *x ^= *x >> 7;
+    *x ^= *x << 17;
+    *x
+}

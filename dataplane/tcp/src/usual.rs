@@ -97,6 +97,7 @@ impl<'a> TcpSegment<'a> {
 mod tests {
     use super::*;
     use crate::segment::TcpHeader;
+    use crate::test_util::xorshift;
 
     fn tuple(r: u64) -> FourTuple {
         FourTuple {
@@ -105,13 +106,6 @@ mod tests {
             remote_ip: ((r >> 16) as u32).to_be_bytes(),
             remote_port: (r >> 48) as u16,
         }
-    }
-
-    fn xorshift(x: &mut u64) -> u64 {
-        *x ^= *x << 13;
-        *x ^= *x >> 7;
-        *x ^= *x << 17;
-        *x
     }
 
     /// Usual headers emitted by this stack, then mutated octet by octet: wherever
