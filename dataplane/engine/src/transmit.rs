@@ -33,6 +33,9 @@ struct Turn {
     id: ConnId,
     /// Segments it may still send in this turn.
     left: u32,
+    /// Its next hop's MAC as its first segment found it: the ARP cache changes only
+    /// through input and timers, neither of which runs within a pass.
+    mac: [u8; 6],
 }
 
 /// Where a frame of a transmit pass came from.
@@ -129,7 +132,8 @@ impl Transmitter<'_> {
             return None;
         }
         if let Some(turn) = self.turn.take() {
-            if let Some(n) = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, false) {
+            let sent = eng.transmit_conn(now, turn.id, &mut buf[..frame_max], mem, Some(turn.mac));
+            if let Some((n, _)) = sent {
                 self.turn = Some(Turn {
                     left: turn.left - 1,
                     ..turn
@@ -159,10 +163,11 @@ impl Transmitter<'_> {
                 continue;
             };
             eng.core.counters.conn_visits += 1;
-            if let Some(n) = eng.transmit_conn(now, id, &mut buf[..frame_max], mem, true) {
+            if let Some((n, mac)) = eng.transmit_conn(now, id, &mut buf[..frame_max], mem, None) {
                 self.turn = Some(Turn {
                     id,
                     left: eng.core.cfg.tx_turn_segs_max.saturating_sub(1),
+                    mac,
                 });
                 return Some((n, Origin::Conn));
             }
@@ -186,24 +191,25 @@ impl Drop for Transmitter<'_> {
 }
 
 impl Engine {
-    /// One segment of connection `id`, or `None` (it has nothing to send now; it may have
-    /// been removed). `starts_turn`: the connection's state is brought up to date first
-    /// (acknowledged FPDUs released, TCP and MPA events, the QP's LLP requests); later
-    /// segments of a turn skip that (no input ran since) unless the connection has
-    /// nothing left, when it is done once before the answer is `None`, as at the start of
-    /// a turn.
+    /// One segment of connection `id` and the MAC it went to, or `None` (it has nothing
+    /// to send now; it may have been removed). `turn_mac` is `None` when a turn starts:
+    /// the connection's state is brought up to date first (acknowledged FPDUs released,
+    /// TCP and MPA events, the QP's LLP requests) and its next hop is resolved. Later
+    /// segments of a turn skip both (no input ran since, and the next hop's MAC is the
+    /// turn's) unless the connection has nothing left, when it is serviced once before
+    /// the answer is `None`, as at the start of a turn.
     fn transmit_conn(
         &mut self,
         now: Instant,
         id: ConnId,
         buf: &mut [u8],
         mem: &dyn Memory,
-        starts_turn: bool,
-    ) -> Option<usize> {
+        turn_mac: Option<[u8; 6]>,
+    ) -> Option<(usize, [u8; 6])> {
         let conn = self.conns.get_mut(id)?;
         let core = &mut self.core;
         let mut serviced = false;
-        if starts_turn {
+        if turn_mac.is_none() {
             core.service(now, id, conn);
             serviced = true;
         }
@@ -214,9 +220,12 @@ impl Engine {
                 core.pump(now, id, conn, mem);
             }
             let hop = conn.next_hop;
-            let mac = core
-                .iface
-                .resolve(now, hop, &mut conn.arp_hint, &mut core.counters);
+            let mac = match turn_mac {
+                Some(mac) => Some(mac),
+                None => core
+                    .iface
+                    .resolve(now, hop, &mut conn.arp_hint, &mut core.counters),
+            };
             if mac.is_none() && !core.iface.arp.can_hold(hop) {
                 // Woken when the resolution ends (or by its own timers and input).
                 core.arp_wait.push(slot_of(id));
@@ -249,7 +258,7 @@ impl Engine {
                 Some(mac) => {
                     core.iface
                         .emit_headers(buf, mac, remote, IpProtocol::Tcp, n);
-                    return Some(L4_OFFSET + n);
+                    return Some((L4_OFFSET + n, mac));
                 }
                 None => {
                     core.iface
