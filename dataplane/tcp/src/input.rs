@@ -283,6 +283,15 @@ impl TcpConn {
                 self.dupacks = self.dupacks.saturating_add(1);
                 self.counters.dup_acks += 1;
                 self.maybe_enter_recovery();
+            } else if outstanding
+                && self.sack_ok
+                && seg.options.sack_blocks.iter().any(Option::is_some)
+            {
+                // RFC 6675 (section 2) counts an ACK with SACK blocks as a duplicate
+                // even when it carries data or a new window: with data flowing both
+                // ways the peer's SACKs ride on its data, and recovery that waited for
+                // pure duplicate ACKs would wait for the retransmission timeout.
+                self.maybe_enter_recovery();
             }
         }
 

@@ -165,6 +165,43 @@ fn sack_recovery_retransmits_only_holes() {
     assert!(!h.c.in_recovery);
 }
 
+/// RFC 6675 counts an ACK with new SACK blocks as a duplicate even when it carries data:
+/// with data flowing both ways the peer's SACKs ride on its own segments, none of them a
+/// duplicate ACK in RFC 5681's sense, and recovery still starts once enough is SACKed
+/// (not at the retransmission timeout).
+#[test]
+fn sacks_riding_on_the_peers_data_start_recovery() {
+    let mut h = H::established(cfg());
+    for _ in 0..10 {
+        h.src.push(1000);
+    }
+    assert_eq!(h.outs().len(), 10);
+    let sack = |blocks: &[(u64, u64)], h: &H| {
+        let mut o = TcpOptions::default();
+        for (i, b) in blocks.iter().enumerate() {
+            o.sack_blocks[i] = Some((h.seq(b.0), h.seq(b.1)));
+        }
+        o
+    };
+    // Segment 1 lost; the peer's data segments (a new window each) SACK the rest.
+    h.ack(h.seq(1000));
+    let data = [7u8; 500];
+    let mut s = h.pseq;
+    for (k, end) in [3000u64, 5000, 8000].into_iter().enumerate() {
+        h.window = 60_000 - 1000 * k as u16;
+        h.recv_opts(flags("AP"), s, h.seq(1000), &data, sack(&[(2000, end)], &h));
+        s = s + data.len() as u32;
+    }
+    assert!(h.c.in_recovery);
+    assert_eq!(h.c.counters().dup_acks, 0, "no pure duplicate ACK came");
+    assert_eq!(h.c.counters().fast_retransmits, 1);
+    let re = h.outs();
+    assert!(re
+        .iter()
+        .any(|r| r.seq == h.seq(1000) && r.payload.len() == 1000));
+    assert_eq!(h.c.counters().rto_expirations, 0);
+}
+
 // ---- Receiving ----
 
 #[test]
