@@ -161,7 +161,7 @@ pub struct Counters {
 }
 
 impl Counters {
-    /// Adds what one segment's input changed in a connection's TCP counters.
+    /// Adds what a run of segments' input changed in a connection's TCP counters.
     #[inline]
     pub(crate) fn take_tcp_input(&mut self, before: &TcpCounters, after: &TcpCounters) {
         self.tcp_fast_retransmits += after.fast_retransmits.wrapping_sub(before.fast_retransmits);

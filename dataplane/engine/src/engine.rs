@@ -6,7 +6,9 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use iwarp_mpa::{MpaPool, PoolLimits};
 use iwarp_rdma::{Rnic, TxUlpdu};
-use iwarp_tcp::{reply_to_unknown, FourTuple, IsnGenerator, TcpParseError, TcpSegment};
+use iwarp_tcp::{
+    reply_to_unknown, FourTuple, IsnGenerator, TcpCounters, TcpParseError, TcpSegment,
+};
 use iwarp_types::{ConnId, Duration, Instant, Memory, QpId, SecondBudget};
 use smoltcp::wire::IpProtocol;
 
@@ -94,6 +96,9 @@ pub(crate) struct EngineCore {
     /// without being serviced and re-armed yet ([`crate::Receiver`]): that is done once,
     /// when the pass moves to anything else or ends.
     pub(crate) rx_deferred: Option<ConnId>,
+    /// The deferred connection's TCP counters when its run of segments began: the run's
+    /// input is counted in [`Counters`] once, when it is serviced.
+    pub(crate) rx_tcp_before: TcpCounters,
     /// The last usual frame of a connection, for predicting the next (`rx_predict.rs`).
     pub(crate) rx_prediction: RxPrediction,
 }
@@ -238,6 +243,7 @@ impl Engine {
             rings_promised: 0,
             rst_budget: SecondBudget::new(),
             rx_deferred: None,
+            rx_tcp_before: TcpCounters::default(),
             rx_prediction: RxPrediction::new(),
             cfg,
         };
@@ -364,8 +370,11 @@ impl Engine {
             return;
         };
         if let Some(conn) = self.conns.get_mut(id) {
-            self.core.service(now, id, conn);
-            self.core.touch(id, conn);
+            let core = &mut self.core;
+            core.counters
+                .take_tcp_input(&core.rx_tcp_before, conn.tcp.counters());
+            core.service(now, id, conn);
+            core.touch(id, conn);
         }
     }
 
@@ -530,16 +539,19 @@ impl Engine {
             return;
         };
         let core = &mut self.core;
+        if core.rx_deferred != Some(id) {
+            // A run of its segments starts: what their input changes in its TCP counters
+            // is added when the run ends (`flush_rx_deferred`).
+            core.rx_tcp_before = *conn.tcp.counters();
+        }
         let mut sink = QpSink {
             rnic: &mut core.rnic,
             qp: conn.rx_qp(),
             mem,
         };
         let rx = conn.mpa.rx_pooled(&mut sink, &mut core.mpa_pool).at(now);
-        let before = *conn.tcp.counters();
         let acked = conn.tcp.acked_offset();
         conn.tcp.handle_segment(now, seg, &mut TcpRx(rx));
-        core.counters.take_tcp_input(&before, conn.tcp.counters());
         core.counters.conn_visits += 1;
         // An on-link peer whose address this core is still resolving (its ARP reply
         // lost, or gone to another core): its own segment says where it is.
