@@ -110,6 +110,9 @@ pub enum TcpEvent {
 pub struct TcpCounters {
     /// Segments handed to `handle_segment`.
     pub segs_in: u64,
+    /// Of those, in-order data taken by header prediction (the checks of a segment
+    /// that could be anything skipped).
+    pub segs_predicted: u64,
     /// Segments written by `poll_transmit`.
     pub segs_out: u64,
     /// Data segments retransmitted (any cause).
@@ -248,6 +251,9 @@ pub struct TcpConn {
     ev_head: usize,
     ev_len: usize,
     pub(crate) counters: TcpCounters,
+    /// Tests compare the input path with and without header prediction.
+    #[cfg(test)]
+    pub(crate) no_prediction: bool,
 }
 
 impl TcpConn {
@@ -328,6 +334,8 @@ impl TcpConn {
             ev_head: 0,
             ev_len: 0,
             counters: TcpCounters::default(),
+            #[cfg(test)]
+            no_prediction: false,
         }
     }
 

@@ -12,12 +12,57 @@ impl TcpConn {
     /// as slices of `seg`; out-of-order payload is buffered (bounded) and replayed.
     pub fn handle_segment(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) {
         self.counters.segs_in += 1;
-        match self.state {
-            TcpState::Closed => {}
-            TcpState::SynSent => self.on_syn_sent(now, seg),
-            _ => self.on_synchronized(now, seg, sink),
+        if self.is_predicted_data(seg) {
+            self.on_predicted_data(now, seg, sink);
+        } else {
+            match self.state {
+                TcpState::Closed => {}
+                TcpState::SynSent => self.on_syn_sent(now, seg),
+                _ => self.on_synchronized(now, seg, sink),
+            }
         }
         self.schedule_release(now);
+    }
+
+    /// Header prediction (Van Jacobson's, in BSD stacks since 4.3BSD-Reno): the next
+    /// in-order data segment of an established connection that acknowledges
+    /// nothing new, with a timestamp PAWS accepts and no SACK block, outside loss
+    /// recovery. Of the checks of RFC 9293 3.10.7.4 such a segment passes every one, and
+    /// of the ACK processing only the window update applies: [`Self::on_predicted_data`]
+    /// does exactly what `on_synchronized` would (test:
+    /// `header_prediction_is_the_full_path`).
+    #[inline]
+    fn is_predicted_data(&self, seg: &TcpSegment<'_>) -> bool {
+        #[cfg(test)]
+        if self.no_prediction {
+            return false;
+        }
+        let f = seg.flags;
+        self.state == TcpState::Established
+            && f.ack
+            && !(f.syn || f.fin || f.rst || f.urg)
+            && !seg.payload.is_empty()
+            && self.ts_ok
+            && !self.in_recovery
+            && self.rcv_wnd > 0
+            && seg.seq == self.rcv_nxt_seq()
+            && seg.ack == self.snd_una_seq()
+            && seg.options.sack_blocks.iter().all(Option::is_none)
+            && seg
+                .options
+                .timestamp
+                .is_some_and(|(tsval, _)| tsval.wrapping_sub(self.ts_recent) as i32 >= 0)
+    }
+
+    /// A predicted segment ([`Self::is_predicted_data`]): keepalive re-armed, the send
+    /// window updated, TS.Recent taken, the payload placed.
+    fn on_predicted_data(&mut self, now: Instant, seg: &TcpSegment<'_>, sink: &mut impl RxSink) {
+        self.counters.segs_predicted += 1;
+        self.arm_keepalive(now);
+        self.update_send_window(seg);
+        self.take_ts_recent(seg);
+        self.process_data(now, seg, sink);
+        self.take_held_fin(now);
     }
 
     /// RFC 9293 3.10.7.3: SYN-SENT.
@@ -210,13 +255,7 @@ impl TcpConn {
         // segment of the peer.
         let advanced = una_before != (self.state, self.snd_una, self.fin_acked);
         if self.ts_ok && (seg.seg_len() > 0 || advanced) {
-            if let Some((tsval, _)) = seg.options.timestamp {
-                if seg.seq.le(self.last_ack_sent)
-                    && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0
-                {
-                    self.ts_recent = tsval;
-                }
-            }
+            self.take_ts_recent(seg);
         }
 
         let data_state = matches!(
@@ -240,8 +279,26 @@ impl TcpConn {
         if f.fin {
             self.process_fin(now, seg, place);
         }
-        // A FIN held out of order is taken once every byte before it was delivered.
-        if data_state && !self.fin_received && self.ooo.fin() == Some(self.rcv_nxt) {
+        if data_state {
+            self.take_held_fin(now);
+        }
+    }
+
+    /// TS.Recent from `seg`'s timestamp if it is not older and `seg` starts at or below
+    /// the last acknowledgment sent (RFC 7323 section 4.3).
+    #[inline]
+    fn take_ts_recent(&mut self, seg: &TcpSegment<'_>) {
+        if let Some((tsval, _)) = seg.options.timestamp {
+            if seg.seq.le(self.last_ack_sent) && (tsval.wrapping_sub(self.ts_recent) as i32) >= 0 {
+                self.ts_recent = tsval;
+            }
+        }
+    }
+
+    /// A FIN held out of order is taken once every byte before it was delivered.
+    #[inline]
+    fn take_held_fin(&mut self, now: Instant) {
+        if !self.fin_received && self.ooo.fin() == Some(self.rcv_nxt) {
             self.take_fin(now);
         }
     }
@@ -302,19 +359,8 @@ impl TcpConn {
         // a zero window would set SND.WL1 ahead of everything the peer really sends, and
         // no later window update could ever pass the rule: the send side would probe a
         // closed window forever (engine_rx fuzz finding). Its ACK still counts.
-        let newer =
-            self.snd_wl1.lt(seg.seq) || (self.snd_wl1 == seg.seq && self.snd_wl2.le(seg.ack));
-        let in_order = !seg.seq.gt(self.rcv_nxt_seq());
-        if adv >= 0 && newer && in_order {
-            let wnd = u64::from(seg.window) << self.snd_wscale;
-            self.snd_wnd = wnd;
-            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
-            self.snd_wl1 = seg.seq;
-            self.snd_wl2 = seg.ack;
-            if wnd > 0 {
-                self.timers.stop(Timer::Persist);
-                self.persist_backoff = 0;
-            }
+        if adv >= 0 {
+            self.update_send_window(seg);
         }
 
         if fin_now_acked {
@@ -329,6 +375,26 @@ impl TcpConn {
             }
         }
         true
+    }
+
+    /// The send window from a segment that acknowledges nothing older than `snd.una`,
+    /// by the SND.WL1/WL2 rule, if it does not start beyond RCV.NXT (see above).
+    #[inline]
+    fn update_send_window(&mut self, seg: &TcpSegment<'_>) {
+        let newer =
+            self.snd_wl1.lt(seg.seq) || (self.snd_wl1 == seg.seq && self.snd_wl2.le(seg.ack));
+        let in_order = !seg.seq.gt(self.rcv_nxt_seq());
+        if newer && in_order {
+            let wnd = u64::from(seg.window) << self.snd_wscale;
+            self.snd_wnd = wnd;
+            self.max_snd_wnd = self.max_snd_wnd.max(wnd);
+            self.snd_wl1 = seg.seq;
+            self.snd_wl2 = seg.ack;
+            if wnd > 0 {
+                self.timers.stop(Timer::Persist);
+                self.persist_backoff = 0;
+            }
+        }
     }
 
     /// `snd.una` advanced by `data_acked` bytes.

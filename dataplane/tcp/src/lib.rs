@@ -56,6 +56,8 @@ mod tests_open_close;
 #[cfg(test)]
 mod tests_pmtu;
 #[cfg(test)]
+mod tests_prediction;
+#[cfg(test)]
 mod tests_robust;
 #[cfg(test)]
 mod tests_spurious_rto;
