@@ -10,6 +10,9 @@
 //!   `poll_event` / `poll_timeout`.
 //! - Payload never sits in TCP on the send side: [`TxSource`] produces it (again, on
 //!   retransmission); in-order received bytes go straight to [`RxSink`].
+//! - Header prediction: the next in-order data segment of an established connection
+//!   that acknowledges nothing new skips the checks of a segment that could be anything
+//!   (`input.rs`; the same outcome as the full path, `tests_prediction.rs`).
 //! - No ACK war: answers to unacceptable segments are rate-limited and duplicate ACKs
 //!   never move TS.Recent (`ack_limit.rs`). A FIN ahead of missing data is kept.
 //! - Memory: loss-recovery storage is allocated on first use and released when idle
