@@ -1,5 +1,5 @@
 //! Target `tcp_segment`: `iwarp_tcp::TcpSegment::parse` with checksum verification on and
-//! off, and the header emitter as its inverse.
+//! off, `TcpSegment::parse_usual` against it, and the header emitter as its inverse.
 //!
 //! Input: one control byte (bit 0: verify the checksum; bit 1: fix the checksum first so
 //! that the verified path gets past it), the source and destination IPv4 addresses (8
@@ -32,6 +32,15 @@ pub fn tcp_segment(data: &[u8]) {
     }
     let verify = ctrl & CTRL_VERIFY != 0;
     let plain = TcpSegment::parse(src, dst, &bytes, false);
+    // The usual segment read at fixed offsets is what the parse reads, wherever it
+    // answers (the tuple comes from the caller).
+    if let Ok(p) = &plain {
+        if let Some(u) = TcpSegment::parse_usual(p.tuple, &bytes) {
+            assert_eq!(&u, p);
+        }
+    } else {
+        assert!(TcpSegment::parse_usual(dummy_tuple(src, dst), &bytes).is_none());
+    }
     let checked = TcpSegment::parse(src, dst, &bytes, true);
     match (&plain, &checked) {
         (Ok(p), Ok(c)) => assert_eq!(p, c),
@@ -48,6 +57,16 @@ pub fn tcp_segment(data: &[u8]) {
     check_segment(&seg, src, dst, &bytes);
     round_trip(&seg, src, dst, false);
     round_trip(&seg, src, dst, true);
+}
+
+/// A tuple for a segment the parse refused (its ports unread).
+fn dummy_tuple(src: [u8; 4], dst: [u8; 4]) -> FourTuple {
+    FourTuple {
+        local_ip: dst,
+        local_port: 0,
+        remote_ip: src,
+        remote_port: 0,
+    }
 }
 
 fn check_segment(seg: &TcpSegment<'_>, src: [u8; 4], dst: [u8; 4], bytes: &[u8]) {
