@@ -152,6 +152,15 @@ impl H {
     pub fn seq(&self, off: u64) -> SeqNumber {
         OUR_ISS + 1 + off as u32
     }
+
+    /// Options with SACK blocks over our stream offsets `blocks` (start, end).
+    pub fn sack(&self, blocks: &[(u64, u64)]) -> TcpOptions {
+        let mut o = TcpOptions::default();
+        for (i, b) in blocks.iter().enumerate() {
+            o.sack_blocks[i] = Some((self.seq(b.0), self.seq(b.1)));
+        }
+        o
+    }
 }
 
 /// An established connection with timestamps; the peer's clock is at `1_000`.

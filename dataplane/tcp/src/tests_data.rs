@@ -136,23 +136,16 @@ fn sack_recovery_retransmits_only_holes() {
     }
     assert_eq!(h.outs().len(), 10);
     // Segments 1 and 4 lost; the peer SACKs the rest as they arrive.
-    let sack = |blocks: &[(u64, u64)], h: &H| {
-        let mut o = TcpOptions::default();
-        for (i, b) in blocks.iter().enumerate() {
-            o.sack_blocks[i] = Some((h.seq(b.0), h.seq(b.1)));
-        }
-        o
-    };
     h.ack(h.seq(1000));
     let s = h.pseq;
-    h.recv_opts(flags("A"), s, h.seq(1000), &[], sack(&[(2000, 4000)], &h));
+    h.recv_opts(flags("A"), s, h.seq(1000), &[], h.sack(&[(2000, 4000)]));
     assert!(h.out().is_none() || !h.c.in_recovery);
     h.recv_opts(
         flags("A"),
         s,
         h.seq(1000),
         &[],
-        sack(&[(5000, 8000), (2000, 4000)], &h),
+        h.sack(&[(5000, 8000), (2000, 4000)]),
     );
     assert!(h.c.in_recovery);
     let re = h.outs();
@@ -176,20 +169,13 @@ fn sacks_riding_on_the_peers_data_start_recovery() {
         h.src.push(1000);
     }
     assert_eq!(h.outs().len(), 10);
-    let sack = |blocks: &[(u64, u64)], h: &H| {
-        let mut o = TcpOptions::default();
-        for (i, b) in blocks.iter().enumerate() {
-            o.sack_blocks[i] = Some((h.seq(b.0), h.seq(b.1)));
-        }
-        o
-    };
     // Segment 1 lost; the peer's data segments (a new window each) SACK the rest.
     h.ack(h.seq(1000));
     let data = [7u8; 500];
     let mut s = h.pseq;
     for (k, end) in [3000u64, 5000, 8000].into_iter().enumerate() {
         h.window = 60_000 - 1000 * k as u16;
-        h.recv_opts(flags("AP"), s, h.seq(1000), &data, sack(&[(2000, end)], &h));
+        h.recv_opts(flags("AP"), s, h.seq(1000), &data, h.sack(&[(2000, end)]));
         s = s + data.len() as u32;
     }
     assert!(h.c.in_recovery);
